@@ -1,0 +1,5 @@
+import sys
+
+from freezestats.cli import main
+
+sys.exit(main())

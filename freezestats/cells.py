@@ -1,0 +1,104 @@
+"""Expand a study spec into cells: the units of work, each one fine-tuning run.
+
+A grid cell is (task, frozen_layers, train_size, subset_draw, seed) with the learning rate it runs at.
+With a learning-rate search, search cells add the candidate rate to that key. Cells are values: the
+runner enqueues each one as an Optuna trial and recognises it again by :attr:`Cell.key`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from freezestats.spec import FULL, StudySpec
+
+__all__ = ["Cell", "CellRole", "grid_cells", "resolve_train_size", "search_cells"]
+
+
+class CellRole(str, Enum):
+    """Whether a trial is part of the grid or of the learning-rate search that precedes it."""
+
+    GRID = "grid"
+    SEARCH = "search"
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One fine-tuning run of the study."""
+
+    task: str
+    frozen_layers: int
+    train_size: int
+    subset_draw: int
+    seed: int
+    learning_rate: float
+    role: CellRole = CellRole.GRID
+
+    @property
+    def key(self) -> str:
+        """Identity of the cell within its study; search cells also differ by rate."""
+        base = f"{self.task}|frozen={self.frozen_layers}|n={self.train_size}|draw={self.subset_draw}|seed={self.seed}"
+        return f"search|{base}|lr={self.learning_rate:g}" if self.role is CellRole.SEARCH else base
+
+    @property
+    def group(self) -> tuple[str, int, int, int]:
+        """The (task, train_size, subset_draw, frozen_layers) a learning rate is chosen for."""
+        return (self.task, self.train_size, self.subset_draw, self.frozen_layers)
+
+    def params(self) -> dict[str, Any]:
+        """Optuna trial parameters (what distinguishes trials in the dashboard)."""
+        return {
+            "task": self.task,
+            "frozen_layers": self.frozen_layers,
+            "train_size": self.train_size,
+            "subset_draw": self.subset_draw,
+            "seed": self.seed,
+            "learning_rate": self.learning_rate,
+        }
+
+
+def resolve_train_size(size: int | str, pool_size: int) -> int:
+    """``"full"`` means the whole train pool."""
+    return pool_size if size == FULL else int(size)
+
+
+def _combinations(spec: StudySpec, pool_sizes: Mapping[str, int], frozen: tuple[int, ...]) -> Iterator[tuple]:
+    for task, size, draw, k, seed in itertools.product(
+        spec.tasks, spec.grid.train_sizes, range(spec.grid.subset_draws), frozen, spec.grid.seeds
+    ):
+        yield task, resolve_train_size(size, pool_sizes[task]), draw, k, seed
+
+
+def search_cells(spec: StudySpec, pool_sizes: Mapping[str, int]) -> list[Cell]:
+    """Cells of the learning-rate search: all rates on the full model (``full-model``) or in every cell."""
+    if spec.lr_search.mode == "none":
+        return []
+    frozen = (0,) if spec.lr_search.mode == "full-model" else spec.grid.frozen_layers
+    return [
+        Cell(task, k, n, draw, seed, rate, CellRole.SEARCH)
+        for task, n, draw, k, seed in _combinations(spec, pool_sizes, frozen)
+        for rate in spec.lr_search.rates
+    ]
+
+
+def grid_cells(
+    spec: StudySpec,
+    pool_sizes: Mapping[str, int],
+    chosen_rates: Mapping[tuple[str, int, int, int], float] | None = None,
+) -> list[Cell]:
+    """The grid. With a search, ``chosen_rates`` maps :attr:`Cell.group` to its rate; groups not yet
+    decided are left out (their cells cannot run before their search finishes)."""
+    cells = []
+    for task, n, draw, k, seed in _combinations(spec, pool_sizes, spec.grid.frozen_layers):
+        if spec.lr_search.mode == "none":
+            rate = spec.training.learning_rate
+        else:
+            group = (task, n, draw, 0 if spec.lr_search.mode == "full-model" else k)
+            if chosen_rates is None or group not in chosen_rates:
+                continue
+            rate = chosen_rates[group]
+        cells.append(Cell(task, k, n, draw, seed, rate))
+    return cells

@@ -1,0 +1,222 @@
+"""The ``freezestats`` command line: a table of commands, each a thin wrapper over one library call.
+
+To add a command, subclass :class:`_Command` and add it to ``_COMMANDS``. Every deliberate error
+(:class:`~freezestats.exceptions.FreezestatsError`) is printed as one line and exits with status 2;
+Ctrl-C during ``run`` exits with 130 after the interrupted trial is recorded, so a re-run resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from freezestats import __version__
+from freezestats.exceptions import FreezestatsError, SpecError
+
+__all__ = ["main"]
+
+_DEFAULT_STUDY = "quick"
+
+
+def _resolve_study(value: str | None) -> Path:
+    """A spec path, or the name of a shipped study (``quick``, ``blog2020``, ``blog2020-minilm``, ``lee2019``)."""
+    from freezestats._resources import bundled_path
+
+    value = value or _DEFAULT_STUDY
+    path = Path(value)
+    if path.is_file():
+        return path
+    if path.suffix == "" and "/" not in value:
+        try:
+            return bundled_path(f"study/{value}.toml")
+        except FileNotFoundError:
+            pass
+    shipped = sorted(p.stem for p in bundled_path("study").glob("*.toml"))
+    raise SpecError(f"No study spec at {value!r}: give a .toml file or a shipped study ({', '.join(shipped)}).")
+
+
+def _storage_arg(parser: argparse.ArgumentParser) -> None:
+    from freezestats.trials import DEFAULT_STORAGE
+
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, help=f"Optuna storage URL (default {DEFAULT_STORAGE})")
+
+
+class _Command:
+    name = ""
+    help = ""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        raise NotImplementedError
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        raise NotImplementedError
+
+
+class _Validate(_Command):
+    name = "validate"
+    help = "check a study spec, its model and its data without training anything; list the cells"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("study", nargs="?", help="spec file or shipped study name (default: quick)")
+        parser.add_argument("--data-dir", help="local data folder (else $FREEZESTATS_DATA, then the HF hub)")
+        parser.add_argument("--list-cells", action="store_true", help="print every cell")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.runner import prepare_study
+        from freezestats.spec import load_spec
+
+        spec = load_spec(_resolve_study(args.study))
+        prepared = prepare_study(spec, args.data_dir)
+        search, grid = prepared.cells()
+        print(f"Study '{spec.name}' is valid ({spec.source}; spec hash {spec.spec_hash[:12]}).")
+        print(f"  model {spec.model.name} (L={prepared.n_layers}), strategy {spec.model.strategy}")
+        for name, task in prepared.tasks.items():
+            print(
+                f"  task {name}: {len(task.data.train)} train / {len(task.data.validation)} validation "
+                f"from {task.data.source}; metric {spec.metric_for(name)}"
+            )
+        print(
+            f"  {prepared.n_cells()} trials: {len(search)} learning-rate search, "
+            f"{prepared.n_cells() - len(search)} grid"
+        )
+        if args.list_cells:
+            for cell in [*search, *grid]:
+                print(f"  {cell.key}  lr={cell.learning_rate:g}")
+        return 0
+
+
+class _Run(_Command):
+    name = "run"
+    help = "run (or resume) a study: every cell of the grid becomes one trial in the study database"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--study", help="spec file or shipped study name (default: quick)")
+        _storage_arg(parser)
+        parser.add_argument("--data-dir", help="local data folder (else $FREEZESTATS_DATA, then the HF hub)")
+        parser.add_argument("--artifacts", help="folder for per-example predictions (default: next to the DB)")
+        parser.add_argument("--max-trials", type=int, help="stop after this many trials (resume later)")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.runner import run_study
+        from freezestats.spec import load_spec
+
+        if args.max_trials is not None and args.max_trials < 1:
+            raise SpecError(f"`--max-trials` must be >= 1, but got {args.max_trials}.")
+        spec = load_spec(_resolve_study(args.study))
+        print(f"freezestats {__version__}: study '{spec.name}' from {spec.source} -> {args.storage}")
+        report = run_study(
+            spec,
+            args.storage,
+            data_dir=args.data_dir,
+            artifact_dir=args.artifacts,
+            max_trials=args.max_trials,
+            show_progress=not args.no_progress,
+        )
+        print(
+            f"{report.n_complete}/{report.n_cells} cells complete, {report.n_failed_cells} failed, "
+            f"{report.n_run_now} trials run now in {report.wall_seconds:.1f} s."
+        )
+        if report.interrupted:
+            print("Interrupted. Run the same command again to resume; completed cells are kept.", file=sys.stderr)
+            return 130
+        return 1 if report.n_failed_cells else 0
+
+
+class _Status(_Command):
+    name = "status"
+    help = "per-cell progress of a study: done / running / waiting / failed"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _storage_arg(parser)
+        parser.add_argument("--study-name", help="needed when the storage holds several studies")
+        parser.add_argument("--cells", action="store_true", help="list every cell, not only the summary")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from rich.console import Console
+        from rich.table import Table
+
+        from freezestats.results import cell_status
+        from freezestats.trials import load_study, open_storage
+
+        study = load_study(open_storage(args.storage), args.study_name)
+        status = cell_status(study)
+        console = Console()
+        counts = status["status"].value_counts()
+        summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("done", "running", "waiting", "failed"))
+        console.print(f"Study '{study.study_name}': {len(status)} cells: {summary}")
+        by_task = Table("task", "role", "done", "running", "waiting", "failed", title="cells per task")
+        for (task, role), group in status.groupby(["task", "role"]):
+            c = group["status"].value_counts()
+            by_task.add_row(task, role, *(str(c.get(s, 0)) for s in ("done", "running", "waiting", "failed")))
+        console.print(by_task)
+        shown = status if args.cells else status[status["status"] == "failed"]
+        if len(shown):
+            table = Table(
+                "cell", "status", "attempts", "best_dev", "reason", title="cells" if args.cells else "failed cells"
+            )
+            for row in shown.itertuples():
+                best = "" if row.best_dev is None or row.best_dev != row.best_dev else f"{row.best_dev:.4f}"
+                table.add_row(row.cell, row.status, str(row.attempts), best, str(row.fail_reason or ""))
+            console.print(table)
+        return 0
+
+
+class _Export(_Command):
+    name = "export"
+    help = "write the tidy results table (one row per completed trial) to .parquet or .csv"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _storage_arg(parser)
+        parser.add_argument("--study-name", help="needed when the storage holds several studies")
+        parser.add_argument("-o", "--output", required=True, help="results.parquet or results.csv")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.results import export_results
+
+        table = export_results(args.storage, args.output, args.study_name)
+        print(f"Wrote {len(table)} trials x {table.shape[1]} columns to {args.output}.")
+        return 0
+
+
+_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Status(), _Export())
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="freezestats",
+        description="How many layers of a pretrained transformer should you freeze? Measured, with error bars.",
+    )
+    parser.add_argument("--version", action="version", version=f"freezestats {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in _COMMANDS:
+        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        command.add_arguments(p)
+        p.set_defaults(_command=command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = _parser()
+    args = parser.parse_args(argv)
+    command: Any = getattr(args, "_command", None)
+    if command is None:
+        parser.print_help()
+        return 2
+    try:
+        return command.take_action(args)
+    except FreezestatsError as err:
+        print(f"freezestats {command.name}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

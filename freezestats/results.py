@@ -1,0 +1,174 @@
+"""Flatten a study database into the tidy results table, and summarise per-cell progress.
+
+The table has one row per trial and fixed snake_case columns (:data:`RESULT_COLUMNS`); it is the
+only thing the statistics and the report read, so its columns are a contract: add, never rename.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+
+from freezestats.exceptions import StorageError
+from freezestats.trials import cell_from_trial, is_enqueued_cell, load_study, open_storage, trials_by_cell
+
+__all__ = ["RESULT_COLUMNS", "STATUS_COLUMNS", "cell_status", "export_results", "results_table"]
+
+RESULT_COLUMNS = [
+    "study",
+    "trial",
+    "state",
+    "role",
+    "task",
+    "model",
+    "strategy",
+    "n_layers",
+    "frozen_layers",
+    "train_size",
+    "subset_draw",
+    "seed",
+    "learning_rate",
+    "lr_search",
+    "metric",
+    "best_dev",
+    "final_dev",
+    "heldout",
+    "best_step",
+    "heldout_step",
+    "majority_baseline",
+    "failed",
+    "n_eval",
+    "n_correct",
+    "trainable_params",
+    "total_params",
+    "n_steps",
+    "wall_seconds",
+    "peak_mem_bytes",
+    "device",
+    "precision",
+    "fail_reason",
+    "reused_from_trial",
+    "predictions_artifact",
+]
+STATUS_COLUMNS = [
+    "cell",
+    "task",
+    "frozen_layers",
+    "train_size",
+    "subset_draw",
+    "seed",
+    "role",
+    "status",
+    "attempts",
+    "best_dev",
+    "fail_reason",
+]
+_STATE_NAMES = {
+    TrialState.COMPLETE: "complete",
+    TrialState.FAIL: "fail",
+    TrialState.RUNNING: "running",
+    TrialState.WAITING: "waiting",
+    TrialState.PRUNED: "pruned",
+}
+
+
+def results_table(study: optuna.Study, include_incomplete: bool = False) -> pd.DataFrame:
+    """One row per trial (COMPLETE only, unless ``include_incomplete``), columns :data:`RESULT_COLUMNS`.
+
+    Final-checkpoint values of every task metric are added as ``final_<metric>`` columns.
+    """
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        if not is_enqueued_cell(trial) or (trial.state != TrialState.COMPLETE and not include_incomplete):
+            continue
+        rows.append(_row(study.study_name, trial))
+    frame = pd.DataFrame(rows)
+    extra = sorted({c for c in frame.columns if c.startswith("final_") and c != "final_dev"})
+    frame = frame.reindex(columns=RESULT_COLUMNS + extra)
+    return (
+        frame.sort_values(
+            ["role", "task", "train_size", "frozen_layers", "subset_draw", "seed", "trial"], ignore_index=True
+        )
+        if len(frame)
+        else frame
+    )
+
+
+def _row(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
+    cell = cell_from_trial(trial)
+    attrs = trial.user_attrs
+    row: dict[str, Any] = {
+        "study": study_name,
+        "trial": trial.number,
+        "state": _STATE_NAMES.get(trial.state, trial.state.name.lower()),
+        "role": cell.role.value,
+        **cell.params(),
+    }
+    for column in RESULT_COLUMNS:
+        if column not in row:
+            row[column] = attrs.get(column)
+    for name, value in attrs.get("final_metrics", {}).items():
+        row[f"final_{name}"] = value
+    return row
+
+
+def export_results(storage: str, output: str | Path, study_name: str | None = None) -> pd.DataFrame:
+    """Write the results table to ``output`` (.parquet or .csv), atomically; returns it."""
+    output = Path(output)
+    if output.suffix not in (".parquet", ".csv"):
+        raise StorageError(f"The export file must end in .parquet or .csv, but got {str(output)!r}.")
+    if not output.parent.is_dir():
+        raise StorageError(f"The folder of the export file does not exist: {output.parent}.")
+    study = load_study(open_storage(storage), study_name)
+    table = results_table(study)
+    if table.empty:
+        raise StorageError(f"Study '{study.study_name}' has no completed trials yet; nothing to export.")
+    partial = output.with_name(output.name + ".partial")
+    try:
+        if output.suffix == ".parquet":
+            table.to_parquet(partial, index=False)
+        else:
+            table.to_csv(partial, index=False)
+        partial.replace(output)  # atomic: an interrupted export never leaves a half-written file behind
+    except OSError as err:
+        partial.unlink(missing_ok=True)
+        raise StorageError(f"Cannot write {output}: {err.strerror or err}.") from err
+    return table
+
+
+def cell_status(study: optuna.Study) -> pd.DataFrame:
+    """One row per cell with its status: done, running, waiting or failed (no attempt left pending)."""
+    rows = []
+    for key, trials in trials_by_cell(study).items():
+        states = [t.state for t in trials]
+        if TrialState.COMPLETE in states:
+            status = "done"
+        elif TrialState.RUNNING in states:
+            status = "running"
+        elif TrialState.WAITING in states:
+            status = "waiting"
+        else:
+            status = "failed"
+        cell = cell_from_trial(trials[-1])
+        complete = [t for t in trials if t.state == TrialState.COMPLETE]
+        failures = [t.user_attrs.get("fail_reason") for t in trials if t.state == TrialState.FAIL]
+        rows.append(
+            {
+                "cell": key,
+                "task": cell.task,
+                "frozen_layers": cell.frozen_layers,
+                "train_size": cell.train_size,
+                "subset_draw": cell.subset_draw,
+                "seed": cell.seed,
+                "role": cell.role.value,
+                "status": status,
+                "attempts": sum(t.state != TrialState.WAITING for t in trials),
+                "best_dev": complete[0].user_attrs.get("best_dev") if complete else None,
+                "fail_reason": failures[-1] if failures and status != "done" else None,
+            }
+        )
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS)

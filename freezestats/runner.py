@@ -1,0 +1,502 @@
+"""Run a study: check everything, enqueue the cells, fine-tune them one by one, resume where it stopped.
+
+``run_study`` is what ``freezestats run`` calls. It validates the whole study (spec, model, data, device)
+before the first trial, stores the spec, the provenance and the exact train subsets with the study, then
+works through the WAITING trials with Optuna's ``optimize`` (which gives each running trial a heartbeat
+and marks an exception as a FAILED trial with its reason). Re-running it with the same spec and storage
+resumes: COMPLETE cells are kept, interrupted ones are enqueued again.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import subprocess
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from freezestats import __version__
+from freezestats.backbone import load_tokenizer, n_layers_of
+from freezestats.cells import Cell, CellRole, grid_cells, search_cells
+from freezestats.data import TaskData, load_task_data
+from freezestats.exceptions import StorageError
+from freezestats.freezing import get_strategy
+from freezestats.lr_search import choose_rates
+from freezestats.metrics import count_correct, is_failed_run, majority_baseline
+from freezestats.spec import FULL, StudySpec, check_against
+from freezestats.subsets import nested_subsets, validation_halves
+from freezestats.tasks import get_task
+from freezestats.trials import (
+    INTERRUPTED,
+    artifact_dir_for,
+    cell_from_trial,
+    copy_trial,
+    create_or_load_study,
+    enqueue_cells,
+    is_enqueued_cell,
+    open_storage,
+    set_user_attrs,
+    suggest_cell,
+    trials_by_cell,
+)
+
+__all__ = ["PreparedStudy", "RunReport", "prepare_study", "run_study"]
+
+MAX_RETRIES = 1
+
+
+@dataclass
+class PreparedTask:
+    """A task's data with everything derived from it once per process."""
+
+    data: TaskData
+    subsets: dict[int, dict[int, np.ndarray]]  # draw -> size -> pool indices
+    select_idx: np.ndarray
+    score_idx: np.ndarray
+    encoded: dict[str, Any] = field(default_factory=dict)  # filled lazily: "train", "validation", "rows"
+
+
+@dataclass
+class PreparedStudy:
+    """A validated study, ready to run: what ``freezestats validate`` checks and ``run`` uses."""
+
+    spec: StudySpec
+    n_layers: int
+    pool_sizes: dict[str, int]
+    tasks: dict[str, PreparedTask]
+
+    def cells(self) -> tuple[list[Cell], list[Cell]]:
+        """(search cells, grid cells); grid cells that wait for a search are not listed."""
+        return search_cells(self.spec, self.pool_sizes), grid_cells(self.spec, self.pool_sizes)
+
+    def n_cells(self) -> int:
+        """Trials the study will hold when done (search trials plus grid cells)."""
+        g = self.spec.grid
+        n_grid = len(self.spec.tasks) * len(g.train_sizes) * g.subset_draws * len(g.frozen_layers) * len(g.seeds)
+        return n_grid + len(search_cells(self.spec, self.pool_sizes))
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What a call of :func:`run_study` did."""
+
+    study_name: str
+    storage: str
+    n_cells: int
+    n_complete: int
+    n_failed_cells: int
+    n_run_now: int
+    wall_seconds: float
+    interrupted: bool = False
+
+
+def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> PreparedStudy:
+    """Every check that can fail before training: model, strategy, data, frozen range, sizes, device."""
+    from freezestats.training import resolve_device, resolve_precision
+
+    get_strategy(spec.model.strategy)
+    n_layers = n_layers_of(spec.model.name)
+    device = resolve_device(spec.training.device)
+    resolve_precision(spec.training.precision, device)
+    datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.tasks}
+    pool_sizes = {name: len(data.train) for name, data in datasets.items()}
+    check_against(spec, n_layers, pool_sizes)
+    tasks = {}
+    sizes = [s for s in spec.grid.train_sizes if s != FULL]
+    for name, data in datasets.items():
+        regression = data.task.is_regression
+        subsets = {
+            draw: nested_subsets(data.train_labels, sizes, draw_seed=draw, regression=regression) if sizes else {}
+            for draw in range(spec.grid.subset_draws)
+        }
+        if FULL in spec.grid.train_sizes:
+            for draw_subsets in subsets.values():
+                draw_subsets[pool_sizes[name]] = np.arange(pool_sizes[name], dtype=np.int64)
+        select_idx, score_idx = validation_halves(data.validation_labels, regression=regression)
+        tasks[name] = PreparedTask(data=data, subsets=subsets, select_idx=select_idx, score_idx=score_idx)
+    return PreparedStudy(spec=spec, n_layers=n_layers, pool_sizes=pool_sizes, tasks=tasks)
+
+
+def run_study(
+    spec: StudySpec,
+    storage: str,
+    *,
+    data_dir: str | Path | None = None,
+    artifact_dir: str | Path | None = None,
+    max_trials: int | None = None,
+    show_progress: bool = True,
+    prepared: PreparedStudy | None = None,
+) -> RunReport:
+    """Run (or resume) the study described by ``spec`` in ``storage``."""
+    started = time.perf_counter()
+    prepared = prepared or prepare_study(spec, data_dir)
+    backend = open_storage(storage)
+    study = create_or_load_study(backend, spec)
+    artifacts = Path(artifact_dir) if artifact_dir else artifact_dir_for(storage)
+    _store_study_attrs(study, prepared, artifacts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)  # RUNNING trials of a dead worker become FAIL, then re-enqueued
+    runner = _Runner(prepared, study, artifacts, max_trials, show_progress)
+    interrupted = False
+    try:
+        runner.run()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        runner.close()
+    by_cell = trials_by_cell(study)
+    complete = sum(any(t.state == TrialState.COMPLETE for t in trials) for trials in by_cell.values())
+    failed = sum(
+        not any(t.state in (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING) for t in trials)
+        for trials in by_cell.values()
+    )
+    return RunReport(
+        study_name=spec.name,
+        storage=storage,
+        n_cells=prepared.n_cells(),
+        n_complete=complete,
+        n_failed_cells=failed,
+        n_run_now=runner.n_run,
+        wall_seconds=time.perf_counter() - started,
+        interrupted=interrupted,
+    )
+
+
+class _Runner:
+    """Claims WAITING trials one at a time and fine-tunes them, with a progress display."""
+
+    def __init__(
+        self,
+        prepared: PreparedStudy,
+        study: optuna.Study,
+        artifacts: Path,
+        max_trials: int | None,
+        show_progress: bool,
+    ) -> None:
+        from optuna.artifacts import FileSystemArtifactStore
+
+        self.prepared = prepared
+        self.spec = prepared.spec
+        self.study = study
+        artifacts.mkdir(parents=True, exist_ok=True)
+        self.artifact_store = FileSystemArtifactStore(str(artifacts))
+        self.max_trials = max_trials
+        self.n_run = 0
+        self.progress = _Progress(show_progress, prepared.n_cells())
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def run(self) -> None:
+        search, grid = self.prepared.cells()
+        if search:
+            enqueue_cells(self.study, search, MAX_RETRIES)
+            self._drain()
+            if self._budget_left():
+                grid = self._grid_after_search()
+        enqueue_cells(self.study, grid, MAX_RETRIES)
+        self._drain()
+
+    def close(self) -> None:
+        self.progress.stop()
+
+    def _budget_left(self) -> bool:
+        return self.max_trials is None or self.n_run < self.max_trials
+
+    def _drain(self) -> None:
+        self.progress.set_done(self._n_complete())
+        while self._budget_left() and self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                self.study.optimize(self._objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
+            self.n_run += 1
+            self.progress.set_done(self._n_complete())
+
+    def _n_complete(self) -> int:
+        return sum(
+            1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_enqueued_cell(t)
+        )
+
+    def _grid_after_search(self) -> list[Cell]:
+        """Choose the rates, record grid cells that a search trial already ran, return the rest."""
+        by_cell = trials_by_cell(self.study)
+        metric = self.spec.lr_search.select_metric
+        results = []
+        search_trials = {}
+        for trials in by_cell.values():
+            for trial in trials:
+                if trial.state == TrialState.COMPLETE and trial.user_attrs.get("role") == CellRole.SEARCH.value:
+                    cell = cell_from_trial(trial)
+                    results.append((cell, float(trial.user_attrs[metric])))
+                    search_trials[
+                        (
+                            cell.task,
+                            cell.frozen_layers,
+                            cell.train_size,
+                            cell.subset_draw,
+                            cell.seed,
+                            cell.learning_rate,
+                        )
+                    ] = trial
+        chosen = choose_rates(results)
+        set_user_attrs(self.study, {"lr_choice": [[*group, rate] for group, rate in sorted(chosen.items())]})
+        remaining = []
+        for cell in grid_cells(self.spec, self.prepared.pool_sizes, chosen):
+            source = search_trials.get(
+                (cell.task, cell.frozen_layers, cell.train_size, cell.subset_draw, cell.seed, cell.learning_rate)
+            )
+            already = any(t.state == TrialState.COMPLETE for t in by_cell.get(cell.key, []))
+            if source is not None and not already:
+                copy_trial(self.study, source, cell, self.spec)
+            elif source is None:
+                remaining.append(cell)
+        return remaining
+
+    def _objective(self, trial: optuna.Trial) -> float:
+        if not is_enqueued_cell(trial):
+            # Another worker took the last WAITING cell between our check and our claim.
+            trial.set_user_attr("stray", True)
+            raise optuna.TrialPruned("no enqueued cell was left to claim")
+        cell = suggest_cell(trial, self.spec)
+        self.progress.start_cell(cell)
+        try:
+            record = self._run_cell(cell, trial)
+        except KeyboardInterrupt:
+            trial.set_user_attr("fail_reason", INTERRUPTED)
+            raise
+        except Exception as err:
+            trial.set_user_attr("fail_reason", f"{type(err).__name__}: {err}"[:2000])
+            raise
+        set_user_attrs(trial, record)
+        return float(record["best_dev"])
+
+    def _run_cell(self, cell: Cell, trial: optuna.Trial) -> dict[str, Any]:
+        from freezestats.training import fine_tune
+
+        task = self.prepared.tasks[cell.task]
+        train, validation = self._encoded(cell)
+        metric = self.spec.metric_for(cell.task)
+        outcome = fine_tune(
+            model_name=self.spec.model.name,
+            task=task.data.task,
+            metric=metric,
+            train=train,
+            validation=validation,
+            select_idx=task.select_idx,
+            score_idx=task.score_idx,
+            strategy=self.spec.model.strategy,
+            frozen_layers=cell.frozen_layers,
+            seed=cell.seed,
+            learning_rate=cell.learning_rate,
+            training=self.spec.training,
+            tokenizer=load_tokenizer(self.spec.model.name),
+            on_step=self.progress.step,
+        )
+        regression = task.data.task.is_regression
+        labels = validation.labels
+        baseline = majority_baseline(metric, train.labels, labels, regression)
+        artifact_id = self._upload_predictions(trial, outcome.final_predictions, outcome.final_logits, labels)
+        return {
+            "model": self.spec.model.name,
+            "strategy": self.spec.model.strategy,
+            "n_layers": self.prepared.n_layers,
+            "metric": metric,
+            "best_dev": outcome.summary.best_dev,
+            "best_step": outcome.summary.best_step,
+            "final_dev": outcome.summary.final_dev,
+            "heldout": outcome.summary.heldout,
+            "heldout_step": outcome.summary.heldout_step,
+            "majority_baseline": baseline,
+            "failed": is_failed_run(outcome.final_predictions, regression, outcome.summary.final_dev, baseline),
+            "n_eval": len(labels),
+            "n_correct": None if regression else count_correct(outcome.final_predictions, labels),
+            "final_metrics": outcome.final_metrics,
+            "curve": outcome.curve,
+            "lr_search": self.spec.lr_search.mode,
+            "trainable_params": outcome.trainable_params,
+            "total_params": outcome.total_params,
+            "n_steps": outcome.n_steps,
+            "final_train_loss": outcome.final_train_loss,
+            "wall_seconds": outcome.wall_seconds,
+            "peak_mem_bytes": outcome.peak_mem_bytes,
+            "peak_mem_kind": outcome.peak_mem_kind,
+            "device": outcome.device,
+            "precision": outcome.precision,
+            "versions": _library_versions(),
+            "predictions_artifact": artifact_id,
+        }
+
+    def _encoded(self, cell: Cell) -> tuple[Any, Any]:
+        """The cell's train subset and the validation set, tokenized once per task and process."""
+        from freezestats.training import encode_split
+
+        task = self.prepared.tasks[cell.task]
+        if not task.encoded:
+            tokenizer = load_tokenizer(self.spec.model.name)
+            max_length = self.spec.training.max_length
+            rows = np.unique(np.concatenate([idx for draw in task.subsets.values() for idx in draw.values()]))
+            train = task.data.train.iloc[rows]
+            columns = task.data.task.text_columns
+            task.encoded["rows"] = rows
+            task.encoded["train"] = encode_split(
+                [train[c].tolist() for c in columns], train["label"].to_numpy(), tokenizer, max_length
+            )
+            val = task.data.validation
+            task.encoded["validation"] = encode_split(
+                [val[c].tolist() for c in columns], val["label"].to_numpy(), tokenizer, max_length
+            )
+        pool_idx = task.subsets[cell.subset_draw][cell.train_size]
+        positions = np.searchsorted(task.encoded["rows"], pool_idx)
+        return task.encoded["train"].subset(positions), task.encoded["validation"]
+
+    def _upload_predictions(
+        self, trial: optuna.Trial, predictions: np.ndarray, logits: np.ndarray, labels: np.ndarray
+    ) -> str:
+        from optuna.artifacts import upload_artifact
+
+        frame = pd.DataFrame({"idx": np.arange(len(labels)), "label": labels, "prediction": predictions})
+        for j in range(logits.shape[1]):
+            frame[f"logit_{j}"] = logits[:, j]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"predictions_trial{trial.number}.parquet"
+            frame.to_parquet(path, index=False)
+            return upload_artifact(artifact_store=self.artifact_store, file_path=str(path), study_or_trial=trial)
+
+
+def _store_study_attrs(study: optuna.Study, prepared: PreparedStudy, artifacts: Path) -> None:
+    """Provenance and the exact subsets; stored once, and checked on resume (the data must not change)."""
+    attrs: dict[str, Any] = {}
+    for name, task in prepared.tasks.items():
+        for draw, by_size in task.subsets.items():
+            attrs[f"subsets:{name}:draw={draw}"] = {
+                str(size): (
+                    "all"
+                    if size == prepared.pool_sizes[name] and FULL in prepared.spec.grid.train_sizes
+                    else idx.tolist()
+                )
+                for size, idx in sorted(by_size.items())
+            }
+        attrs[f"validation_select:{name}"] = task.select_idx.tolist()
+    for key, value in attrs.items():
+        stored = study.user_attrs.get(key)
+        if stored is None:
+            set_user_attrs(study, {key: value})
+        elif stored != value:
+            raise StorageError(
+                f"The stored train subsets or validation halves of study '{study.study_name}' ({key}) differ from "
+                f"those computed now: the task data changed since the study was created. Refusing to mix results."
+            )
+    if "provenance" not in study.user_attrs:
+        set_user_attrs(study, {"provenance": _provenance(prepared), "artifact_dir": str(artifacts)})
+
+
+def _provenance(prepared: PreparedStudy) -> dict[str, Any]:
+    return {
+        "freezestats_version": __version__,
+        "git_hash": _git_hash(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "spec_hash": prepared.spec.spec_hash,
+        "spec_source": prepared.spec.source,
+        "tasks": {
+            name: {
+                "version": t.data.task.version,
+                "source": t.data.source,
+                "n_train": len(t.data.train),
+                "n_validation": len(t.data.validation),
+            }
+            for name, t in prepared.tasks.items()
+        },
+        "n_layers": prepared.n_layers,
+        "platform": platform.platform(),
+        "versions": _library_versions(),
+    }
+
+
+def _library_versions() -> dict[str, str]:
+    import sys
+
+    import torch
+    import transformers
+
+    return {
+        "freezestats": __version__,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "optuna": optuna.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def _git_hash() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class _Progress:
+    """Rich progress: cells done / total with ETA, and the steps of the current cell."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled = enabled
+        self._bar: Any = None
+        if not enabled:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
+        self._cells = self._bar.add_task("cells", total=total)
+        self._steps = self._bar.add_task("  current cell", total=1, visible=False)
+        self._bar.start()
+
+    def set_done(self, done: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._cells, completed=done)
+
+    def start_cell(self, cell: Cell) -> None:
+        if self._bar is not None:
+            role = "lr search " if cell.role is CellRole.SEARCH else ""
+            label = (
+                f"  {role}{cell.task} frozen={cell.frozen_layers} n={cell.train_size} "
+                f"draw={cell.subset_draw} seed={cell.seed} lr={cell.learning_rate:g}"
+            )
+            self._bar.reset(self._steps, total=1, description=label, visible=True)
+
+    def step(self, step: int, total: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._steps, completed=step, total=total)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+OnStep = Callable[[int, int], None]

@@ -1,0 +1,344 @@
+"""The study spec: one TOML file describes one study, and is validated whole before any training.
+
+A spec is parsed into frozen dataclasses. Every key is checked for its type and range, unknown keys are
+rejected with a suggestion, and each message names the key path (``grid.train_sizes[2]``) and the file,
+so that a typo costs seconds, not a GPU night. Checks that need the model's config or the task's data
+(frozen layers within -1..L, train sizes within the train pool) live in :func:`check_against` and are
+run by ``freezestats validate`` and by ``freezestats run`` before the first trial.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from freezestats.exceptions import SpecError
+from freezestats.tasks import get_task
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "SPEC_VERSION",
+    "GridSpec",
+    "LRSearchSpec",
+    "ModelSpec",
+    "StudySpec",
+    "TrainingSpec",
+    "check_against",
+    "load_spec",
+    "parse_spec",
+]
+
+SPEC_VERSION = 1
+LR_SEARCH_MODES = ("none", "full-model", "per-cell")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+DEVICES = ("auto", "cpu", "cuda")
+SELECT_METRICS = ("heldout", "best_dev", "final_dev")
+FULL = "full"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which pretrained encoder to fine-tune, and how its layers are frozen."""
+
+    name: str = "minilm-l6"
+    strategy: str = "freeze"
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """The grid: every combination of these is one cell (one trial) per task."""
+
+    frozen_layers: tuple[int, ...]
+    train_sizes: tuple[int | Literal["full"], ...]
+    seeds: tuple[int, ...]
+    subset_draws: int = 1
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """The fine-tuning protocol shared by every cell (defaults are the 2020 blog post's)."""
+
+    epochs: float = 10.0
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    warmup_epochs: float = 1.0
+    eval_every_epochs: float = 0.5
+    eval_batch_size: int = 128
+    max_length: int = 128
+    precision: str = "auto"
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
+class LRSearchSpec:
+    """Optional learning-rate search (Lee, Tang & Lin 2019 search on the full model)."""
+
+    mode: str = "none"
+    rates: tuple[float, ...] = ()
+    select_metric: str = "heldout"
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A whole study: model, tasks, grid, protocol, learning-rate search."""
+
+    name: str
+    tasks: tuple[str, ...]
+    grid: GridSpec
+    model: ModelSpec = field(default_factory=ModelSpec)
+    training: TrainingSpec = field(default_factory=TrainingSpec)
+    lr_search: LRSearchSpec = field(default_factory=LRSearchSpec)
+    primary_metric: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+    version: int = SPEC_VERSION
+    source: str = field(default="", compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as plain data (what is stored with the study and hashed)."""
+        data = asdict(self)
+        data.pop("source")
+        data["primary_metric"] = dict(sorted(self.primary_metric.items()))
+        return data
+
+    @property
+    def spec_hash(self) -> str:
+        """sha256 of the canonical JSON form: two specs that mean the same thing hash the same."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def metric_for(self, task: str) -> str:
+        """The primary metric of ``task`` in this study (the spec's choice, else the task's first)."""
+        return self.primary_metric.get(task, get_task(task).metrics[0])
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and validate a study spec file."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"The study spec must be an existing file, but {str(path)!r} is not.")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise SpecError(f"{path} is not valid TOML: {err}") from err
+    return parse_spec(raw, source=str(path))
+
+
+def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
+    """Validate plain data (a parsed TOML document) into a :class:`StudySpec`."""
+    p = _Parser(source)
+    p.keys(raw, "", {"version", "name", "description", "tasks", "model", "grid", "training", "lr_search", "metrics"})
+    version = p.integer(raw.get("version", SPEC_VERSION), "version", low=1)
+    if version > SPEC_VERSION:
+        raise SpecError(
+            f"`version` must be <= {SPEC_VERSION} for this freezestats, but got version={version} ({source})."
+        )
+    name = p.string(p.required(raw, "name", ""), "name")
+    if not name.strip() or any(ch in name for ch in "/\\"):
+        raise SpecError(f"`name` must be a non-empty name without slashes, but got name={name!r} ({source}).")
+    tasks = tuple(p.string(t, f"tasks[{i}]") for i, t in enumerate(p.nonempty_list(raw, "tasks", "")))
+    for i, task in enumerate(tasks):
+        try:
+            get_task(task)
+        except SpecError as err:
+            raise SpecError(f"{err} (tasks[{i}], {source})") from None
+    p.unique(tasks, "tasks")
+
+    model_raw = p.table(raw, "model")
+    p.keys(model_raw, "model.", {"name", "strategy"})
+    model = ModelSpec(
+        name=p.string(model_raw.get("name", ModelSpec.name), "model.name"),
+        strategy=p.string(model_raw.get("strategy", ModelSpec.strategy), "model.strategy"),
+    )
+
+    grid_raw = p.table(raw, "grid")
+    p.keys(grid_raw, "grid.", {"frozen_layers", "train_sizes", "seeds", "subset_draws"})
+    frozen = tuple(
+        p.integer(v, f"grid.frozen_layers[{i}]", low=-1)
+        for i, v in enumerate(p.nonempty_list(grid_raw, "frozen_layers", "grid."))
+    )
+    sizes: list[int | Literal["full"]] = []
+    for i, v in enumerate(p.nonempty_list(grid_raw, "train_sizes", "grid.")):
+        sizes.append(FULL if v == FULL else p.integer(v, f"grid.train_sizes[{i}]", low=1, allow=(FULL,)))
+    seeds = tuple(
+        p.integer(v, f"grid.seeds[{i}]", low=0) for i, v in enumerate(p.nonempty_list(grid_raw, "seeds", "grid."))
+    )
+    for values, key in ((frozen, "grid.frozen_layers"), (sizes, "grid.train_sizes"), (seeds, "grid.seeds")):
+        p.unique(values, key)
+    grid = GridSpec(
+        frozen_layers=frozen,
+        train_sizes=tuple(sizes),
+        seeds=seeds,
+        subset_draws=p.integer(grid_raw.get("subset_draws", 1), "grid.subset_draws", low=1),
+    )
+
+    tr = p.table(raw, "training")
+    p.keys(tr, "training.", set(TrainingSpec.__dataclass_fields__))
+    d = TrainingSpec()
+    training = TrainingSpec(
+        epochs=p.number(tr.get("epochs", d.epochs), "training.epochs", positive=True),
+        batch_size=p.integer(tr.get("batch_size", d.batch_size), "training.batch_size", low=1),
+        learning_rate=p.number(tr.get("learning_rate", d.learning_rate), "training.learning_rate", positive=True),
+        weight_decay=p.number(tr.get("weight_decay", d.weight_decay), "training.weight_decay"),
+        max_grad_norm=p.number(tr.get("max_grad_norm", d.max_grad_norm), "training.max_grad_norm"),
+        warmup_epochs=p.number(tr.get("warmup_epochs", d.warmup_epochs), "training.warmup_epochs"),
+        eval_every_epochs=p.number(
+            tr.get("eval_every_epochs", d.eval_every_epochs), "training.eval_every_epochs", positive=True
+        ),
+        eval_batch_size=p.integer(tr.get("eval_batch_size", d.eval_batch_size), "training.eval_batch_size", low=1),
+        max_length=p.integer(tr.get("max_length", d.max_length), "training.max_length", low=8),
+        precision=p.choice(tr.get("precision", d.precision), "training.precision", PRECISIONS),
+        device=p.choice(tr.get("device", d.device), "training.device", DEVICES),
+    )
+    if training.warmup_epochs > training.epochs:
+        raise SpecError(
+            "`training.warmup_epochs` must be <= `training.epochs`, but got "
+            f"warmup_epochs={training.warmup_epochs}, epochs={training.epochs} ({source})."
+        )
+
+    lr_raw = p.table(raw, "lr_search")
+    p.keys(lr_raw, "lr_search.", {"mode", "rates", "select_metric"})
+    mode = p.choice(lr_raw.get("mode", "none"), "lr_search.mode", LR_SEARCH_MODES)
+    rates: tuple[float, ...] = ()
+    if mode != "none":
+        rates = tuple(
+            p.number(v, f"lr_search.rates[{i}]", positive=True)
+            for i, v in enumerate(p.nonempty_list(lr_raw, "rates", "lr_search."))
+        )
+        p.unique(rates, "lr_search.rates")
+        if mode == "full-model" and 0 not in frozen:
+            raise SpecError(
+                "`lr_search.mode = 'full-model'` searches on the full model, so `grid.frozen_layers` must "
+                f"contain 0, but got frozen_layers={list(frozen)} ({source})."
+            )
+    elif "rates" in lr_raw:
+        raise p.fail("`lr_search.rates` is set but `lr_search.mode` is 'none'; set a mode or drop the rates")
+    lr_search = LRSearchSpec(
+        mode=mode,
+        rates=rates,
+        select_metric=p.choice(lr_raw.get("select_metric", "heldout"), "lr_search.select_metric", SELECT_METRICS),
+    )
+
+    metrics_raw = p.table(raw, "metrics")
+    p.keys(metrics_raw, "metrics.", {"primary"})
+    primary_raw = metrics_raw.get("primary", {})
+    if not isinstance(primary_raw, Mapping):
+        raise SpecError(f"`metrics.primary` must be a table of task = metric, but got {primary_raw!r} ({source}).")
+    primary: dict[str, str] = {}
+    for task, metric in primary_raw.items():
+        if task not in tasks:
+            raise SpecError(f"`metrics.primary.{task}` names a task that is not in `tasks` {list(tasks)} ({source}).")
+        primary[task] = p.choice(metric, f"metrics.primary.{task}", get_task(task).metrics)
+
+    return StudySpec(
+        name=name,
+        tasks=tasks,
+        grid=grid,
+        model=model,
+        training=training,
+        lr_search=lr_search,
+        primary_metric=primary,
+        description=p.string(raw.get("description", ""), "description"),
+        version=version,
+        source=source,
+    )
+
+
+def check_against(spec: StudySpec, n_layers: int, pool_sizes: Mapping[str, int]) -> None:
+    """Checks that need the model (its number of layers L) and the data (each task's train pool size)."""
+    for i, k in enumerate(spec.grid.frozen_layers):
+        if not -1 <= k <= n_layers:
+            raise SpecError(
+                f"`grid.frozen_layers` must lie in -1..{n_layers} for model '{spec.model.name}' "
+                f"(L={n_layers}), but got frozen_layers={k} (grid.frozen_layers[{i}], {spec.source})."
+            )
+    for task in spec.tasks:
+        pool = pool_sizes[task]
+        for i, size in enumerate(spec.grid.train_sizes):
+            if size != FULL and size > pool:
+                raise SpecError(
+                    f"`grid.train_sizes` must be <= the train pool of '{task}' ({pool} examples), but got "
+                    f"train_size={size} (grid.train_sizes[{i}], {spec.source})."
+                )
+
+
+class _Parser:
+    """Type and range checks that all phrase their errors the same way."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, message: str) -> SpecError:
+        return SpecError(f"{message} ({self.source}).")
+
+    def keys(self, table: Mapping[str, Any], prefix: str, allowed: set[str]) -> None:
+        for key in table:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f" Did you mean '{prefix}{close[0]}'?" if close else ""
+                raise self.fail(f"Unknown key '{prefix}{key}'.{hint} Allowed keys: {', '.join(sorted(allowed))}")
+
+    def required(self, table: Mapping[str, Any], key: str, prefix: str) -> Any:
+        if key not in table:
+            raise self.fail(f"`{prefix}{key}` is required")
+        return table[key]
+
+    def table(self, raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+        value = raw.get(key, {})
+        if not isinstance(value, Mapping):
+            raise self.fail(f"`{key}` must be a table ([{key}]), but got {value!r}")
+        return value
+
+    def nonempty_list(self, table: Mapping[str, Any], key: str, prefix: str) -> Sequence[Any]:
+        value = self.required(table, key, prefix)
+        if not isinstance(value, list) or not value:
+            raise self.fail(f"`{prefix}{key}` must be a non-empty list, but got {key}={value!r}")
+        return value
+
+    def unique(self, values: Sequence[Any], key: str) -> None:
+        seen = [v for i, v in enumerate(values) if v in values[:i]]
+        if seen:
+            raise self.fail(f"`{key}` must not repeat values, but {seen[0]!r} appears twice")
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(f"`{key}` must be a string, but got {key.split('.')[-1]}={value!r}")
+        return value
+
+    def integer(self, value: Any, key: str, low: int | None = None, allow: tuple[str, ...] = ()) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            extra = f" or one of {list(allow)}" if allow else ""
+            raise self.fail(f"`{key}` must be an integer{extra}, but got {_leaf(key)}={value!r}")
+        if low is not None and value < low:
+            raise self.fail(f"`{key}` must be >= {low}, but got {_leaf(key)}={value}")
+        return value
+
+    def number(self, value: Any, key: str, positive: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.fail(f"`{key}` must be a finite number, but got {_leaf(key)}={value!r}")
+        if positive and value <= 0:
+            raise self.fail(f"`{key}` must be > 0, but got {_leaf(key)}={value}")
+        if not positive and value < 0:
+            raise self.fail(f"`{key}` must be >= 0, but got {_leaf(key)}={value}")
+        return float(value)
+
+    def choice(self, value: Any, key: str, allowed: Sequence[str]) -> str:
+        if value not in allowed:
+            raise self.fail(f"`{key}` must be one of {list(allowed)}, but got {_leaf(key)}={value!r}")
+        return value
+
+
+def _leaf(key: str) -> str:
+    return key.split(".")[-1].split("[")[0]

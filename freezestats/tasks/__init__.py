@@ -1,0 +1,128 @@
+"""The task registry: every task is one YAML file in this folder.
+
+Adding a task means adding a file here (dataset location, text and label columns, kind, metrics,
+``version``); nothing else in freezestats needs editing. Bump ``version`` whenever a change alters what
+the task measures, so results from different versions are never silently pooled.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from freezestats.exceptions import SpecError
+
+__all__ = ["GlueTsvLayout", "TaskConfig", "available_tasks", "get_task"]
+
+_TASK_DIR = Path(__file__).resolve().parent
+_KNOWN_METRICS = ("accuracy", "mcc", "f1", "pearson", "spearman")
+
+
+@dataclass(frozen=True)
+class GlueTsvLayout:
+    """Where a task lives in GLUE's original TSV distribution (``SST-2/train.tsv``, ...)."""
+
+    dir: str
+    train: str
+    validation: str
+    header: bool
+    text: tuple[str | int, ...]
+    label: str | int
+    label_map: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Everything freezestats needs to know about a task; the YAML file is its serialised form."""
+
+    name: str
+    version: int
+    kind: Literal["classification", "regression"]
+    num_labels: int
+    text_columns: tuple[str, ...]
+    label_column: str
+    metrics: tuple[str, ...]
+    hub: dict[str, str] | None = None
+    glue_tsv: GlueTsvLayout | None = None
+    bundled: str | None = None
+    source_file: str = field(default="", compare=False)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.kind == "regression"
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_columns) == 2
+
+
+def _parse(path: Path) -> TaskConfig:
+    raw: dict[str, Any] = yaml.safe_load(path.read_text())
+    where = path.name
+    required = ("name", "version", "kind", "num_labels", "text_columns", "label_column", "metrics")
+    missing = [key for key in required if key not in raw]
+    if missing:
+        raise SpecError(f"Task file {where} is missing required keys {missing}.")
+    if raw["kind"] not in ("classification", "regression"):
+        raise SpecError(f"`kind` must be 'classification' or 'regression', but got {raw['kind']!r} ({where}).")
+    unknown = [m for m in raw["metrics"] if m not in _KNOWN_METRICS]
+    if unknown:
+        raise SpecError(f"Task file {where} names unknown metrics {unknown}; known: {list(_KNOWN_METRICS)}.")
+    if not 1 <= len(raw["text_columns"]) <= 2:
+        raise SpecError(f"`text_columns` must name 1 or 2 columns, but got {raw['text_columns']} ({where}).")
+    tsv = raw.get("glue_tsv")
+    layout = None
+    if tsv is not None:
+        layout = GlueTsvLayout(
+            dir=tsv["dir"],
+            train=tsv["train"],
+            validation=tsv["validation"],
+            header=bool(tsv["header"]),
+            text=tuple(tsv["text"]),
+            label=tsv["label"],
+            label_map=tsv.get("label_map"),
+        )
+    return TaskConfig(
+        name=raw["name"],
+        version=int(raw["version"]),
+        kind=raw["kind"],
+        num_labels=int(raw["num_labels"]),
+        text_columns=tuple(raw["text_columns"]),
+        label_column=raw["label_column"],
+        metrics=tuple(raw["metrics"]),
+        hub=raw.get("hub"),
+        glue_tsv=layout,
+        bundled=raw.get("bundled"),
+        source_file=str(path),
+    )
+
+
+@cache
+def _registry() -> dict[str, TaskConfig]:
+    tasks: dict[str, TaskConfig] = {}
+    for path in sorted(_TASK_DIR.glob("*.yaml")):
+        task = _parse(path)
+        if task.name in tasks:
+            raise SpecError(f"Task '{task.name}' is defined twice ({tasks[task.name].source_file}, {path}).")
+        tasks[task.name] = task
+    return tasks
+
+
+def available_tasks() -> list[str]:
+    """Names of every registered task, sorted."""
+    return sorted(_registry())
+
+
+def get_task(name: str) -> TaskConfig:
+    """The task called ``name``; a miss suggests close names and lists the available ones."""
+    registry = _registry()
+    if name in registry:
+        return registry[name]
+    close = difflib.get_close_matches(name, registry, n=3)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise SpecError(f"Unknown task '{name}'.{hint} Available: {', '.join(sorted(registry))}.")

@@ -1,0 +1,240 @@
+"""One cell becomes one Optuna trial: how cells, results and provenance are kept in the study database.
+
+The study database is plain Optuna RDB storage, so it opens in optuna-dashboard and any Optuna storage
+URL works. Conventions:
+
+* every cell is created with ``enqueue_trial`` (state WAITING) and claimed by exactly one worker;
+* the cell's coordinates are trial *params* (task, frozen_layers, train_size, subset_draw, seed,
+  learning_rate); its identity is the user attribute ``cell_key`` and its role (grid or search) the
+  attribute ``role``;
+* results are trial *user attributes* (see :func:`record_outcome`), the objective value is the primary
+  metric's ``best_dev``;
+* study-level user attributes hold the spec, its hash, provenance, the exact train-subset indices and
+  the validation halves, so that any run can be reproduced and audited from the database alone;
+* per-example predictions of the final checkpoint are Optuna artifacts in a folder next to the DB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from freezestats.cells import Cell, CellRole
+from freezestats.exceptions import StorageError
+from freezestats.spec import StudySpec
+
+__all__ = [
+    "DEFAULT_STORAGE",
+    "artifact_dir_for",
+    "cell_distributions",
+    "cell_from_trial",
+    "create_or_load_study",
+    "enqueue_cells",
+    "load_study",
+    "open_storage",
+    "trials_by_cell",
+]
+
+DEFAULT_STORAGE = "sqlite:///freezestats.db"
+SPEC_ATTR = "freezestats_spec"
+SPEC_HASH_ATTR = "spec_hash"
+INTERRUPTED = "interrupted"
+#: Seconds between heartbeats of a running trial, and how long a silent trial may stay RUNNING.
+HEARTBEAT_INTERVAL = 30
+GRACE_PERIOD = 120
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """Optuna storage for ``url``; RDB URLs get heartbeats so trials of a dead worker are detected."""
+    if "://" not in url:
+        raise StorageError(
+            f"A storage must be an Optuna storage URL such as {DEFAULT_STORAGE} or "
+            f"postgresql://user@host/db, but got {url!r}."
+        )
+    if url.startswith("sqlite:///"):
+        parent = Path(url.removeprefix("sqlite:///")).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise StorageError(f"The folder of the SQLite study database does not exist: {parent} ({url}).")
+        if not os.access(parent, os.W_OK):
+            raise StorageError(f"The folder of the SQLite study database is not writable: {parent} ({url}).")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are stable enough
+            return optuna.storages.RDBStorage(
+                url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD, engine_kwargs=_engine_kwargs(url)
+            )
+    except Exception as err:  # SQLAlchemy raises driver-specific errors for the same miss
+        raise StorageError(f"Cannot open the study storage {url}: {str(err).splitlines()[0]}") from err
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    # SQLite: wait for a busy database instead of failing at once (heartbeats write from a thread).
+    return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+
+
+def artifact_dir_for(url: str) -> Path:
+    """Default artifact folder: ``<db>.artifacts`` beside a SQLite file, else ./freezestats-artifacts."""
+    if url.startswith("sqlite:///"):
+        db = Path(url.removeprefix("sqlite:///")).expanduser().resolve()
+        return db.with_name(db.name + ".artifacts")
+    return Path("freezestats-artifacts").resolve()
+
+
+def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec) -> optuna.Study:
+    """The study named after the spec; an existing one must have been created from the same spec."""
+    study = optuna.create_study(storage=storage, study_name=spec.name, direction="maximize", load_if_exists=True)
+    stored_hash = study.user_attrs.get(SPEC_HASH_ATTR)
+    if stored_hash is None:
+        study.set_user_attr(SPEC_ATTR, spec.to_dict())
+        study.set_user_attr(SPEC_HASH_ATTR, spec.spec_hash)
+    elif stored_hash != spec.spec_hash:
+        changes = _diff(study.user_attrs.get(SPEC_ATTR, {}), spec.to_dict())
+        raise StorageError(
+            f"Study '{spec.name}' already exists in this storage with a different spec; refusing to mix "
+            f"results. Changed: {'; '.join(changes) or 'unknown'}. Give the study a new `name` or use another "
+            f"storage."
+        )
+    return study
+
+
+def load_study(storage: optuna.storages.BaseStorage, study_name: str | None) -> optuna.Study:
+    """A freezestats study from ``storage``; ``study_name`` may be omitted when the storage holds one."""
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    if study_name is None:
+        if len(names) != 1:
+            listing = ", ".join(names) if names else "none"
+            raise StorageError(f"This storage holds {len(names)} studies ({listing}); choose one with --study-name.")
+        study_name = names[0]
+    if study_name not in names:
+        raise StorageError(f"No study named '{study_name}' in this storage; it holds: {', '.join(names) or 'none'}.")
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    if SPEC_HASH_ATTR not in study.user_attrs:
+        raise StorageError(f"Study '{study_name}' was not created by freezestats (it has no stored spec).")
+    return study
+
+
+def cell_distributions(spec: StudySpec) -> dict[str, optuna.distributions.BaseDistribution]:
+    """Distributions of the cell params: wide numeric ranges, so that extending a grid never conflicts."""
+    return {
+        "task": CategoricalDistribution(spec.tasks),
+        "frozen_layers": IntDistribution(-1, 4096),
+        "train_size": IntDistribution(1, 10**9),
+        "subset_draw": IntDistribution(0, 10**6),
+        "seed": IntDistribution(0, 2**32),
+        "learning_rate": FloatDistribution(1e-12, 10.0, log=True),
+    }
+
+
+def suggest_cell(trial: optuna.Trial, spec: StudySpec) -> Cell:
+    """Read the enqueued cell back from a claimed trial (suggest returns the enqueued values)."""
+    values: dict[str, Any] = {}
+    for name, dist in cell_distributions(spec).items():
+        if isinstance(dist, CategoricalDistribution):
+            values[name] = trial.suggest_categorical(name, dist.choices)
+        elif isinstance(dist, IntDistribution):
+            values[name] = trial.suggest_int(name, dist.low, dist.high)
+        else:
+            values[name] = trial.suggest_float(name, dist.low, dist.high, log=True)
+    return Cell(**values, role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)))
+
+
+def cell_from_trial(trial: FrozenTrial) -> Cell:
+    """The cell a stored trial ran (or, while it is WAITING, will run)."""
+    p = trial.params or trial.system_attrs.get("fixed_params", {})
+    return Cell(
+        task=p["task"],
+        frozen_layers=int(p["frozen_layers"]),
+        train_size=int(p["train_size"]),
+        subset_draw=int(p["subset_draw"]),
+        seed=int(p["seed"]),
+        learning_rate=float(p["learning_rate"]),
+        role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)),
+    )
+
+
+def is_enqueued_cell(trial: optuna.Trial | FrozenTrial) -> bool:
+    """Trials that carry a cell (not a stray one created when a worker raced for the last cell)."""
+    return "cell_key" in trial.user_attrs
+
+
+def trials_by_cell(study: optuna.Study) -> dict[str, list[FrozenTrial]]:
+    """Every trial of the study grouped by the cell it belongs to, oldest first."""
+    grouped: dict[str, list[FrozenTrial]] = defaultdict(list)
+    for trial in study.get_trials(deepcopy=False):
+        if is_enqueued_cell(trial):
+            grouped[trial.user_attrs["cell_key"]].append(trial)
+    return dict(grouped)
+
+
+def counts_as_retry(trial: FrozenTrial) -> bool:
+    """A failed attempt that was the cell's own fault (an interruption by the user is not)."""
+    return trial.state == TrialState.FAIL and trial.user_attrs.get("fail_reason") != INTERRUPTED
+
+
+def enqueue_cells(study: optuna.Study, cells: Iterable[Cell], max_retries: int = 1) -> list[Cell]:
+    """Enqueue every cell that has no COMPLETE, WAITING or RUNNING trial and has retries left.
+
+    Returns the enqueued cells. This is what makes ``run`` resumable: completed cells are never
+    re-run, interrupted ones are enqueued again.
+    """
+    existing = trials_by_cell(study)
+    added = []
+    for cell in cells:
+        trials = existing.get(cell.key, [])
+        if any(t.state in (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING) for t in trials):
+            continue
+        if sum(counts_as_retry(t) for t in trials) > max_retries:
+            continue
+        study.enqueue_trial(cell.params(), user_attrs={"cell_key": cell.key, "role": cell.role.value})
+        added.append(cell)
+    return added
+
+
+def copy_trial(study: optuna.Study, source: FrozenTrial, cell: Cell, spec: StudySpec) -> None:
+    """Record ``cell`` as done by an identical run that already exists (a search trial at the chosen rate)."""
+    attrs = dict(source.user_attrs)
+    attrs.update(cell_key=cell.key, role=cell.role.value, reused_from_trial=source.number)
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=cell.params(),
+            distributions=cell_distributions(spec),
+            value=source.value,
+            user_attrs=attrs,
+            state=TrialState.COMPLETE,
+        )
+    )
+
+
+def set_user_attrs(target: optuna.Trial | optuna.Study, attrs: Mapping[str, Any]) -> None:
+    """Store JSON-safe values (numpy scalars and tuples are converted)."""
+    for key, value in attrs.items():
+        target.set_user_attr(key, json.loads(json.dumps(value, default=_to_builtin)))
+
+
+def _to_builtin(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            changes.extend(_diff(a, b, f"{prefix}{key}."))
+        elif json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
+            changes.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return changes
