@@ -340,5 +340,10 @@ class _Parser:
         return value
 
 
+_SINGULAR = {"train_sizes": "train_size", "seeds": "seed", "rates": "rate", "tasks": "task"}
+
+
 def _leaf(key: str) -> str:
-    return key.split(".")[-1].split("[")[0]
+    """The name a value is shown under: ``grid.train_sizes[2]`` -> ``train_size``."""
+    leaf = key.split(".")[-1]
+    return _SINGULAR.get(leaf.split("[")[0], leaf.split("[")[0]) if "[" in leaf else leaf

@@ -67,14 +67,21 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         if not os.access(parent, os.W_OK):
             raise StorageError(f"The folder of the SQLite study database is not writable: {parent} ({url}).")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are stable enough
-            return optuna.storages.RDBStorage(
-                url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD, engine_kwargs=_engine_kwargs(url)
-            )
-    except Exception as err:  # SQLAlchemy raises driver-specific errors for the same miss
-        raise StorageError(f"Cannot open the study storage {url}: {str(err).splitlines()[0]}") from err
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are stable
+                return optuna.storages.RDBStorage(
+                    url,
+                    heartbeat_interval=HEARTBEAT_INTERVAL,
+                    grace_period=GRACE_PERIOD,
+                    engine_kwargs=_engine_kwargs(url),
+                )
+        except Exception as err:  # SQLAlchemy raises driver-specific errors for the same miss
+            if "already exists" in str(err) and attempt < 2:
+                continue  # another process created the schema at the same moment; now it exists
+            raise StorageError(f"Cannot open the study storage {url}: {str(err).splitlines()[0]}") from err
+    raise AssertionError("unreachable")
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:

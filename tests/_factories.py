@@ -1,0 +1,52 @@
+"""Factories for small valid study specs (TOML text), so each test states only what it varies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return repr(value)
+
+
+def simple_spec(model: str = "minilm-l6", **sections: dict[str, Any]) -> dict[str, Any]:
+    """A small valid spec as plain data; ``sections`` override tables, e.g. grid={"seeds": [3]}."""
+    spec: dict[str, Any] = {
+        "version": 1,
+        "name": "test-study",
+        "tasks": ["sst2"],
+        "model": {"name": model, "strategy": "freeze"},
+        "grid": {"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1], "subset_draws": 1},
+        "training": {"epochs": 1, "batch_size": 16, "eval_every_epochs": 0.5, "eval_batch_size": 256},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    return spec
+
+
+def to_toml(spec: dict[str, Any]) -> str:
+    """TOML text for a spec made by :func:`simple_spec` (top-level scalars first, then tables)."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in spec.items() if not isinstance(v, dict)]
+    for key, table in spec.items():
+        if isinstance(table, dict):
+            lines.append(f"[{key}]")
+            lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
+    return "\n".join(lines) + "\n"
+
+
+def write_spec(folder: Path, spec: dict[str, Any], name: str = "spec.toml") -> Path:
+    path = folder / name
+    path.write_text(to_toml(spec))
+    return path

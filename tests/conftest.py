@@ -1,0 +1,52 @@
+"""Shared fixtures: the local GLUE data, a tiny local model, and small valid specs.
+
+Tests never touch the network: the hub is switched off, GLUE comes from ``FREEZESTATS_DATA`` (which
+``.ci/run`` sets to ../shared/data/glue), and fast tests use a tiny randomly initialised BERT saved
+to a local folder with the packaged MiniLM tokenizer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def glue_dir() -> Path:
+    """The GLUE parquet folder; the suite needs it (see README: FREEZESTATS_DATA=../shared/data/glue)."""
+    path = Path(os.environ.get("FREEZESTATS_DATA", REPO.parent / "shared" / "data" / "glue")).resolve()
+    if not (path / "sst2" / "train.parquet").is_file():
+        raise RuntimeError(f"GLUE data not found at {path}; set FREEZESTATS_DATA to ../shared/data/glue.")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer BERT with random weights and MiniLM's vocabulary, saved like any local checkpoint."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from freezestats.backbone import resolve_model
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

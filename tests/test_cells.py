@@ -1,0 +1,73 @@
+"""Grid expansion and learning-rate choice."""
+
+from __future__ import annotations
+
+import pytest
+from _factories import simple_spec
+
+from freezestats.cells import Cell, CellRole, grid_cells, search_cells
+from freezestats.lr_search import choose_rates
+from freezestats.spec import parse_spec
+
+POOLS = {"sst2": 67349, "cola": 8551}
+
+
+def test_grid_is_the_full_product_with_unique_keys() -> None:
+    spec = parse_spec(simple_spec(tasks=["sst2", "cola"], grid={"frozen_layers": [-1, 0, 3], "train_sizes": [50, 100],
+                                                                 "seeds": [1, 2], "subset_draws": 2}))
+    cells = grid_cells(spec, POOLS)
+    assert len(cells) == 2 * 3 * 2 * 2 * 2
+    assert len({c.key for c in cells}) == len(cells)
+    assert {c.learning_rate for c in cells} == {spec.training.learning_rate}
+    assert {(c.task, c.frozen_layers, c.train_size, c.subset_draw, c.seed) for c in cells} == {
+        (t, k, n, d, s) for t in ("sst2", "cola") for k in (-1, 0, 3) for n in (50, 100) for d in (0, 1) for s in (1, 2)
+    }
+    assert search_cells(spec, POOLS) == []
+
+
+def test_full_resolves_to_the_pool_size() -> None:
+    spec = parse_spec(simple_spec(tasks=["sst2", "cola"], grid={"train_sizes": ["full"]}))
+    assert {(c.task, c.train_size) for c in grid_cells(spec, POOLS)} == {("sst2", 67349), ("cola", 8551)}
+
+
+def test_full_model_search_runs_on_frozen_zero_and_waits_for_rates() -> None:
+    spec = parse_spec(simple_spec(grid={"frozen_layers": [0, 2, 4], "train_sizes": [50], "seeds": [1, 2]},
+                                  lr_search={"mode": "full-model", "rates": [1e-5, 3e-5]}))
+    search = search_cells(spec, POOLS)
+    assert {c.frozen_layers for c in search} == {0} and len(search) == 2 * 2
+    assert all(c.role is CellRole.SEARCH and c.key.startswith("search|") for c in search)
+    assert grid_cells(spec, POOLS) == []  # nothing can run before the search decides
+    cells = grid_cells(spec, POOLS, {("sst2", 50, 0, 0): 3e-5})
+    assert len(cells) == 3 * 2 and {c.learning_rate for c in cells} == {3e-5}
+
+
+def test_per_cell_search_searches_every_freeze_level() -> None:
+    spec = parse_spec(simple_spec(grid={"frozen_layers": [0, 2], "train_sizes": [50], "seeds": [1]},
+                                  lr_search={"mode": "per-cell", "rates": [1e-5, 3e-5]}))
+    assert {(c.frozen_layers, c.learning_rate) for c in search_cells(spec, POOLS)} == {
+        (0, 1e-5), (0, 3e-5), (2, 1e-5), (2, 3e-5)}
+    cells = grid_cells(spec, POOLS, {("sst2", 50, 0, 0): 1e-5, ("sst2", 50, 0, 2): 3e-5})
+    assert {(c.frozen_layers, c.learning_rate) for c in cells} == {(0, 1e-5), (2, 3e-5)}
+
+
+def _search(rate: float, seed: int, frozen: int = 0) -> Cell:
+    return Cell("sst2", frozen, 50, 0, seed, rate, CellRole.SEARCH)
+
+
+def test_choose_rates_takes_the_best_mean_over_seeds() -> None:
+    results = [(_search(1e-5, 1), 0.80), (_search(1e-5, 2), 0.90),  # mean 0.85
+               (_search(3e-5, 1), 0.95), (_search(3e-5, 2), 0.70),  # mean 0.825, best single run
+               (_search(5e-5, 1), float("nan")), (_search(5e-5, 2), 0.99)]  # nan mean: never chosen
+    assert choose_rates(results) == {("sst2", 50, 0, 0): 1e-5}
+
+
+def test_choose_rates_breaks_ties_to_the_smaller_rate_and_keeps_groups_apart() -> None:
+    results = [(_search(3e-5, 1), 0.8), (_search(1e-5, 1), 0.8), (_search(1e-5, 1, frozen=2), 0.5),
+               (_search(2e-5, 1, frozen=2), 0.6)]
+    assert choose_rates(results) == {("sst2", 50, 0, 0): 1e-5, ("sst2", 50, 0, 2): 2e-5}
+
+
+@pytest.mark.parametrize("rate", [1e-5, 2.5e-5])
+def test_search_key_includes_the_rate(rate: float) -> None:
+    assert _search(rate, 1).key.endswith(f"lr={rate:g}")
+    assert _search(rate, 1).group == ("sst2", 50, 0, 0)

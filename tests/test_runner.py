@@ -1,0 +1,188 @@
+"""``freezestats run`` / ``status`` / ``export`` end to end, on the tiny local model and real GLUE data.
+
+Covers: every cell lands once, resume after --max-trials and after a real Ctrl-C (SIGINT), the
+learning-rate search, the stored subsets, the predictions artifacts and the export columns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+from _factories import simple_spec, write_spec
+from optuna.trial import TrialState
+
+from freezestats.cli import main
+from freezestats.results import RESULT_COLUMNS, results_table
+from freezestats.spec import load_spec
+from freezestats.subsets import nested_subsets
+from freezestats.trials import load_study, open_storage
+
+
+def _spec(tmp_path: Path, model: Path, **override) -> Path:
+    base = {"grid": {"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1]},
+            "training": {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 64}}
+    for key, value in override.items():
+        base[key] = {**base.get(key, {}), **value}
+    return write_spec(tmp_path, simple_spec(model=str(model), **base))
+
+
+def _run(args: list[str], glue_dir: Path) -> int:
+    return main([*args, "--data-dir", str(glue_dir), "--no-progress"])
+
+
+def _cell_counts(db: Path) -> Counter:
+    study = load_study(open_storage(f"sqlite:///{db}"), None)
+    return Counter(t.user_attrs["cell_key"] for t in study.get_trials(states=(TrialState.COMPLETE,)))
+
+
+def test_run_status_export(tmp_path: Path, tiny_model: Path, glue_dir: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    spec_path = _spec(tmp_path, tiny_model)
+    db = tmp_path / "study.db"
+    storage = f"sqlite:///{db}"
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    assert "4/4 cells complete, 0 failed" in capsys.readouterr().out
+
+    assert main(["status", "--storage", storage]) == 0
+    assert "4 cells: 4 done, 0 running, 0 waiting, 0 failed" in capsys.readouterr().out
+
+    out = tmp_path / "results.parquet"
+    assert main(["export", "--storage", storage, "-o", str(out)]) == 0
+    table = pd.read_parquet(out)
+    assert list(table.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
+    assert "final_accuracy" in table.columns
+    assert len(table) == 4 and set(table["state"]) == {"complete"} and set(table["strategy"]) == {"freeze"}
+    assert sorted(zip(table["frozen_layers"], table["train_size"], strict=True)) == [(0, 32), (0, 64), (2, 32), (2, 64)]
+    assert table["best_dev"].ge(table["final_dev"]).all()
+    assert table["n_eval"].eq(872).all() and table["majority_baseline"].between(0.49, 0.51).all()
+    assert table["n_layers"].eq(2).all() and table["model"].eq(str(tiny_model)).all()
+    assert (table.loc[table.frozen_layers == 2, "trainable_params"] < table.loc[table.frozen_layers == 0,
+            "trainable_params"].max()).all()
+    csv_out = tmp_path / "results.csv"
+    assert main(["export", "--storage", storage, "-o", str(csv_out)]) == 0
+    assert len(pd.read_csv(csv_out)) == 4
+
+    # The exact subsets are stored with the study and are the nested stratified ones.
+    study = load_study(open_storage(storage), "test-study")
+    stored = study.user_attrs["subsets:sst2:draw=0"]
+    labels = pd.read_parquet(glue_dir / "sst2" / "train.parquet")["label"].to_numpy()
+    expected = nested_subsets(labels, [32, 64], draw_seed=0)
+    assert stored == {"32": expected[32].tolist(), "64": expected[64].tolist()}
+    assert set(stored["32"]) < set(stored["64"])
+    assert study.user_attrs["spec_hash"] == load_spec(spec_path).spec_hash
+    assert study.user_attrs["provenance"]["tasks"]["sst2"]["version"] == 1
+
+    # Per-example predictions of the final checkpoint are artifacts next to the DB.
+    from optuna.artifacts import FileSystemArtifactStore, download_artifact
+
+    trial = study.get_trials(states=(TrialState.COMPLETE,))[0]
+    target = tmp_path / "pred.parquet"
+    download_artifact(artifact_store=FileSystemArtifactStore(str(db) + ".artifacts"),
+                      artifact_id=trial.user_attrs["predictions_artifact"], file_path=str(target))
+    predictions = pd.read_parquet(target)
+    assert len(predictions) == 872 and {"idx", "label", "prediction", "logit_0", "logit_1"} <= set(predictions)
+    assert int((predictions.prediction == predictions.label).sum()) == trial.user_attrs["n_correct"]
+    curve = trial.user_attrs["curve"]
+    assert [p["step"] for p in curve][-1] == trial.user_attrs["n_steps"]
+    assert max(p["full"] for p in curve) == trial.user_attrs["best_dev"] == trial.value
+
+
+def test_resume_after_max_trials_never_reruns_or_loses_a_cell(tmp_path: Path, tiny_model: Path,
+                                                             glue_dir: Path) -> None:
+    spec_path = _spec(tmp_path, tiny_model)
+    db = tmp_path / "study.db"
+    storage = f"sqlite:///{db}"
+    assert _run(["run", "--study", str(spec_path), "--storage", storage, "--max-trials", "3"], glue_dir) == 0
+    first = _cell_counts(db)
+    assert sum(first.values()) == 3
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    second = _cell_counts(db)
+    assert len(second) == 4 and set(second.values()) == {1}
+    study = load_study(open_storage(storage), None)
+    done_first = {t.number for t in study.get_trials() if t.user_attrs["cell_key"] in first}
+    assert len(done_first) == 3  # the first three trials were kept, not re-run
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    assert len(study.get_trials()) == 4  # a third run has nothing to do
+
+
+def test_changed_spec_for_existing_study_is_refused(tmp_path: Path, tiny_model: Path, glue_dir: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(["run", "--study", str(_spec(tmp_path, tiny_model)), "--storage", storage, "--max-trials", "1"],
+                glue_dir) == 0
+    changed = _spec(tmp_path, tiny_model, training={"epochs": 2})
+    assert _run(["run", "--study", str(changed), "--storage", storage], glue_dir) == 2
+    assert "training.epochs: 1.0 -> 2.0" in capsys.readouterr().err
+    assert sum(_cell_counts(tmp_path / "study.db").values()) == 1
+
+
+def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    spec_path = _spec(tmp_path, tiny_model, grid={"train_sizes": [200, 400], "seeds": [1, 2]},
+                      training={"epochs": 3})
+    db = tmp_path / "study.db"
+    storage = f"sqlite:///{db}"
+    command = [sys.executable, "-m", "freezestats", "run", "--study", str(spec_path), "--storage", storage,
+               "--data-dir", str(glue_dir), "--no-progress"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    states: list[str] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        try:  # read-only polling with sqlite3, so the test never races the runner to create the schema
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                states = [row[0] for row in con.execute("SELECT state FROM trials")]
+        except sqlite3.Error:  # not created yet
+            continue
+        if "COMPLETE" in states and "RUNNING" in states:
+            break
+    assert proc.poll() is None, f"run ended before it could be interrupted: {proc.communicate()[0]}"
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert "Run the same command again to resume" in output
+
+    study = optuna.load_study(study_name="test-study", storage=storage)
+    interrupted = [t for t in study.get_trials() if t.state == TrialState.FAIL]
+    assert len(interrupted) == 1 and interrupted[0].user_attrs["fail_reason"] == "interrupted"
+    done_before = {t.user_attrs["cell_key"]: t.number for t in study.get_trials(states=(TrialState.COMPLETE,))}
+    assert 1 <= len(done_before) < 8
+
+    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    counts = _cell_counts(db)
+    assert len(counts) == 8 and set(counts.values()) == {1}  # no missing and no duplicate cell
+    after = {t.user_attrs["cell_key"]: t.number for t in study.get_trials(states=(TrialState.COMPLETE,))}
+    assert all(after[key] == number for key, number in done_before.items())  # completed cells were not re-run
+    assert interrupted[0].user_attrs["cell_key"] in after  # the interrupted cell ran again
+
+
+def test_full_model_lr_search(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    spec_path = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0, 1, 2], "train_sizes": [32], "seeds": [1, 2]},
+                      lr_search={"mode": "full-model", "rates": [1e-5, 1e-3]})
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    study = load_study(open_storage(storage), None)
+    table = results_table(study)
+    search = table[table.role == "search"]
+    grid = table[table.role == "grid"]
+    assert len(search) == 2 * 2 and set(search.frozen_layers) == {0}
+    assert len(grid) == 3 * 2
+    means = search.groupby("learning_rate")["heldout"].mean()
+    best = min(r for r in means.index if means[r] == means.max())
+    assert set(grid.learning_rate) == {best}  # the chosen rate is visible in the export
+    assert set(grid.lr_search) == {"full-model"}
+    reused = grid[grid.frozen_layers == 0]
+    assert reused.reused_from_trial.notna().all()  # frozen 0 at the chosen rate is the search run itself
+    assert grid[grid.frozen_layers > 0].reused_from_trial.isna().all()
+    assert study.user_attrs["lr_choice"] == [["sst2", 32, 0, 0, best]]

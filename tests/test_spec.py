@@ -1,0 +1,130 @@
+"""Spec validation: every bad input gets its own message, and no study database is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _factories import simple_spec, write_spec
+
+from freezestats.cli import main
+from freezestats.exceptions import SpecError
+from freezestats.spec import load_spec, parse_spec
+
+BAD_SPECS = [
+    # (what is wrong, override, fragment the message must contain)
+    ("unknown task", {"tasks": ["sst-2"]}, "Unknown task 'sst-2'. Did you mean: sst2?"),
+    ("empty task list", {"tasks": []}, "`tasks` must be a non-empty list"),
+    ("unknown top-level key", {"gird": {"seeds": [1]}}, "Unknown key 'gird'. Did you mean 'grid'?"),
+    ("unknown grid key", {"grid": {"seed": [1]}}, "Unknown key 'grid.seed'. Did you mean 'grid.seeds'?"),
+    ("empty frozen list", {"grid": {"frozen_layers": []}}, "`grid.frozen_layers` must be a non-empty list"),
+    ("frozen below -1", {"grid": {"frozen_layers": [0, -2]}}, "`grid.frozen_layers[1]` must be >= -1, but got"),
+    ("negative train size", {"grid": {"train_sizes": [50, -5]}}, "`grid.train_sizes[1]` must be >= 1, but got"),
+    ("train size not int", {"grid": {"train_sizes": ["many"]}}, "must be an integer or one of ['full']"),
+    ("negative seed", {"grid": {"seeds": [-1]}}, "`grid.seeds[0]` must be >= 0"),
+    ("repeated seed", {"grid": {"seeds": [1, 1]}}, "`grid.seeds` must not repeat values"),
+    ("zero subset draws", {"grid": {"subset_draws": 0}}, "`grid.subset_draws` must be >= 1"),
+    ("negative lr", {"training": {"learning_rate": -1e-5}}, "`training.learning_rate` must be > 0"),
+    ("zero epochs", {"training": {"epochs": 0}}, "`training.epochs` must be > 0"),
+    ("bad precision", {"training": {"precision": "fp8"}}, "`training.precision` must be one of ['auto', 'fp32'"),
+    ("bad device", {"training": {"device": "tpu"}}, "`training.device` must be one of ['auto', 'cpu', 'cuda']"),
+    ("unknown training key", {"training": {"epoch": 3}}, "Unknown key 'training.epoch'. Did you mean"),
+    ("warm-up longer than training", {"training": {"epochs": 1, "warmup_epochs": 2}}, "warmup_epochs"),
+    ("bad lr search mode", {"lr_search": {"mode": "grid"}}, "`lr_search.mode` must be one of ['none'"),
+    ("search without rates", {"lr_search": {"mode": "per-cell"}}, "`lr_search.rates` is required"),
+    ("rates without mode", {"lr_search": {"rates": [1e-5]}}, "`lr_search.mode` is 'none'"),
+    ("full-model search without 0", {"grid": {"frozen_layers": [2, 4]}, "lr_search": {"mode": "full-model",
+     "rates": [1e-5]}}, "must contain 0"),
+    ("metric the task lacks", {"metrics": {"primary": {"sst2": "mcc"}}}, "`metrics.primary.sst2` must be one of"),
+    ("string where a list belongs", {"grid": {"seeds": 3}}, "`grid.seeds` must be a non-empty list"),
+    ("boolean as integer", {"grid": {"seeds": [True]}}, "`grid.seeds[0]` must be an integer"),
+]
+
+
+@pytest.mark.parametrize(("what", "override", "message"), BAD_SPECS, ids=[b[0] for b in BAD_SPECS])
+def test_bad_spec_is_refused_with_its_message(what: str, override: dict, message: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(simple_spec(**override), source="bad.toml")
+    assert message in str(err.value)
+    assert "bad.toml" in str(err.value)
+
+
+def test_missing_name_and_newer_version() -> None:
+    spec = simple_spec()
+    del spec["name"]
+    with pytest.raises(SpecError, match="`name` is required"):
+        parse_spec(spec)
+    with pytest.raises(SpecError, match=r"`version` must be <= 1"):
+        parse_spec(simple_spec(version=2))
+
+
+def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("name = 'x'\n[grid\nseeds = [1]\n")
+    with pytest.raises(SpecError, match="broken.toml is not valid TOML"):
+        load_spec(path)
+
+
+def test_valid_spec_round_trips_and_hash_is_stable(tmp_path: Path) -> None:
+    a = load_spec(write_spec(tmp_path, simple_spec(), "a.toml"))
+    b = load_spec(write_spec(tmp_path, simple_spec(), "b.toml"))
+    assert a.spec_hash == b.spec_hash  # the file name is provenance, not meaning
+    c = load_spec(write_spec(tmp_path, simple_spec(grid={"seeds": [1, 2]}), "c.toml"))
+    assert c.spec_hash != a.spec_hash
+    assert a.grid.frozen_layers == (0, 2) and a.training.epochs == 1.0 and a.metric_for("sst2") == "accuracy"
+
+
+@pytest.mark.parametrize("name", ["quick", "blog2020", "blog2020-minilm", "lee2019"])
+def test_shipped_specs_are_valid(name: str) -> None:
+    from freezestats._resources import bundled_path
+
+    spec = load_spec(bundled_path(f"study/{name}.toml"))
+    assert spec.name == name
+
+
+def test_blog_spec_is_the_published_protocol() -> None:
+    from freezestats._resources import bundled_path
+
+    spec = load_spec(bundled_path("study/blog2020.toml"))
+    assert spec.model.name == "roberta-base" and spec.tasks == ("sst2", "cola")
+    assert spec.grid.frozen_layers == (-1, 0, 2, 4, 8, 10, 12)
+    assert spec.grid.train_sizes == (50, 100, 200, 500, 1000) and len(spec.grid.seeds) == 5
+    t = spec.training
+    assert (t.epochs, t.batch_size, t.learning_rate, t.warmup_epochs, t.eval_every_epochs) == (10, 16, 5e-5, 1, 0.5)
+    assert spec.metric_for("cola") == "accuracy"  # the blog reports accuracy for CoLA
+    lee = load_spec(bundled_path("study/lee2019.toml"))
+    assert lee.lr_search.mode == "full-model" and lee.lr_search.rates == (1e-5, 2e-5, 3e-5, 4e-5, 5e-5)
+    assert set(range(6, 13)) <= set(lee.grid.frozen_layers) and lee.grid.train_sizes == ("full",)
+
+
+CHECKS_NEEDING_MODEL_OR_DATA = [
+    ({"grid": {"frozen_layers": [0, 7]}}, "`grid.frozen_layers` must lie in -1..6 for model 'minilm-l6' (L=6)"),
+    ({"tasks": ["rte"], "grid": {"train_sizes": [100, 5000]}}, "train pool of 'rte' (2490 examples)"),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), CHECKS_NEEDING_MODEL_OR_DATA)
+def test_run_refuses_before_writing_a_database(
+    tmp_path: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str], override: dict, message: str
+) -> None:
+    spec = write_spec(tmp_path, simple_spec(**override))
+    db = tmp_path / "study.db"
+    code = main(["run", "--study", str(spec), "--storage", f"sqlite:///{db}", "--data-dir", str(glue_dir)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1  # one line, no traceback
+    assert not db.exists()
+
+
+def test_cli_bad_spec_exits_nonzero_without_db(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path, simple_spec(grid={"train_sizes": [0]}))
+    db = tmp_path / "study.db"
+    assert main(["run", "--study", str(spec), "--storage", f"sqlite:///{db}"]) == 2
+    assert "`grid.train_sizes[0]` must be >= 1, but got train_size=0" in capsys.readouterr().err
+    assert not db.exists()
+
+
+def test_unknown_study_name_lists_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "no-such-study"]) == 2
+    assert "blog2020, blog2020-minilm, lee2019, quick" in capsys.readouterr().err

@@ -1,0 +1,94 @@
+"""The fine-tuning loop on a tiny local model: protocol, determinism, metrics, failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from freezestats.backbone import load_tokenizer
+from freezestats.data import load_task_data
+from freezestats.exceptions import SpecError, TrialFailed
+from freezestats.spec import TrainingSpec
+from freezestats.subsets import nested_subsets, validation_halves
+from freezestats.tasks import get_task
+from freezestats.training import encode_split, fine_tune, resolve_precision
+
+
+def _inputs(task_name: str, model: Path, glue_dir: Path, n_train: int = 48, n_val: int = 120):
+    task = get_task(task_name)
+    data = load_task_data(task, glue_dir)
+    tokenizer = load_tokenizer(str(model))
+    rows = nested_subsets(data.train_labels, [n_train], draw_seed=0, regression=task.is_regression)[n_train]
+    train = data.train.iloc[rows]
+    val = data.validation.iloc[:n_val]
+    cols = task.text_columns
+    enc_train = encode_split([train[c].tolist() for c in cols], train["label"].to_numpy(), tokenizer, 64)
+    enc_val = encode_split([val[c].tolist() for c in cols], val["label"].to_numpy(), tokenizer, 64)
+    select, score = validation_halves(enc_val.labels, regression=task.is_regression)
+    return task, tokenizer, enc_train, enc_val, select, score
+
+
+def _run(model: Path, glue_dir: Path, task_name: str = "sst2", seed: int = 1, frozen: int = 0, **training):
+    task, tokenizer, train, val, select, score = _inputs(task_name, model, glue_dir)
+    spec = TrainingSpec(**{"epochs": 2, "batch_size": 16, "eval_every_epochs": 0.5, "device": "cpu", **training})
+    return fine_tune(model_name=str(model), task=task, metric=task.metrics[0], train=train, validation=val,
+                     select_idx=select, score_idx=score, strategy="freeze", frozen_layers=frozen, seed=seed,
+                     learning_rate=spec.learning_rate, training=spec, tokenizer=tokenizer)
+
+
+def test_protocol_steps_and_evaluations(tiny_model: Path, glue_dir: Path) -> None:
+    outcome = _run(tiny_model, glue_dir)
+    # 48 examples / batch 16 = 3 steps per epoch, 2 epochs; half an epoch rounds to every 2 steps, plus the last.
+    assert outcome.n_steps == 6
+    assert [p["step"] for p in outcome.curve] == [2, 4, 6]
+    assert outcome.summary.final_dev == outcome.curve[-1]["full"]
+    assert outcome.summary.best_dev == max(p["full"] for p in outcome.curve)
+    assert outcome.final_predictions.shape == (120,) and outcome.final_logits.shape == (120, 2)
+    assert outcome.curve[-1]["metrics"]["accuracy"] == pytest.approx(
+        float(np.mean(outcome.final_predictions == _inputs("sst2", tiny_model, glue_dir)[3].labels)))
+    assert outcome.device == "cpu" and outcome.precision == "fp32" and outcome.wall_seconds > 0
+
+
+def test_same_seed_gives_identical_metrics_on_cpu(tiny_model: Path, glue_dir: Path) -> None:
+    a, b = _run(tiny_model, glue_dir, seed=3), _run(tiny_model, glue_dir, seed=3)
+    assert [p["full"] for p in a.curve] == [p["full"] for p in b.curve]
+    np.testing.assert_array_equal(a.final_logits, b.final_logits)
+    c = _run(tiny_model, glue_dir, seed=4)
+    assert not np.array_equal(a.final_logits, c.final_logits)  # the seed matters (head init, order, dropout)
+
+
+def test_freezing_reduces_trainable_parameters(tiny_model: Path, glue_dir: Path) -> None:
+    full = _run(tiny_model, glue_dir, frozen=0, epochs=0.5)
+    all_frozen = _run(tiny_model, glue_dir, frozen=2, epochs=0.5)
+    assert full.trainable_params == full.total_params
+    head = 32 * 32 + 32 + 32 * 2 + 2  # pooler dense + classifier of the tiny BERT
+    assert all_frozen.trainable_params == head
+
+
+def test_regression_task_has_one_output(tiny_model: Path, glue_dir: Path) -> None:
+    outcome = _run(tiny_model, glue_dir, task_name="stsb", epochs=0.5)
+    assert outcome.final_logits.shape == (120, 1)
+    assert outcome.final_predictions.dtype == np.float64
+    assert set(outcome.final_metrics) == {"pearson", "spearman"}
+
+
+def test_pair_task_is_encoded_as_one_sequence_pair(tiny_model: Path, glue_dir: Path) -> None:
+    task, tokenizer, train, *_ = _inputs("mrpc", tiny_model, glue_dir)
+    first = train.features[0]
+    assert first["input_ids"].count(tokenizer.sep_token_id) == 2  # [CLS] a [SEP] b [SEP]
+    assert set(first["token_type_ids"]) == {0, 1}
+
+
+def test_diverging_loss_fails_the_trial(tiny_model: Path, glue_dir: Path) -> None:
+    with pytest.raises(TrialFailed, match="training loss became"):
+        _run(tiny_model, glue_dir, task_name="stsb", learning_rate=1e12, max_grad_norm=0.0, epochs=2)
+
+
+def test_fp16_on_cpu_is_refused() -> None:
+    import torch
+
+    with pytest.raises(SpecError, match="needs a CUDA device"):
+        resolve_precision("fp16", torch.device("cpu"))
+    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
