@@ -34,3 +34,8 @@ __all__ = [
     "load_spec",
     "parse_spec",
 ]
+
+
+def __dir__() -> list[str]:
+    """Only the public surface (submodules stay importable, but are not advertised)."""
+    return list(__all__)
