@@ -186,3 +186,33 @@ def test_full_model_lr_search(tmp_path: Path, tiny_model: Path, glue_dir: Path) 
     assert reused.reused_from_trial.notna().all()  # frozen 0 at the chosen rate is the search run itself
     assert grid[grid.frozen_layers > 0].reused_from_trial.isna().all()
     assert study.user_attrs["lr_choice"] == [["sst2", 32, 0, 0, best]]
+
+
+def test_study_database_opens_in_optuna_dashboard(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    """optuna-dashboard's own WSGI app lists the study and serves its trials with params and attributes."""
+    import json
+    import wsgiref.util
+
+    from optuna_dashboard import wsgi
+
+    spec_path = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0], "train_sizes": [32]})
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    app = wsgi(storage)
+
+    def get(path: str) -> dict:
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path}
+        wsgiref.util.setup_testing_defaults(environ)
+        status: list[str] = []
+        body = b"".join(app(environ, lambda s, h, *a: status.append(s)))
+        assert status[0].startswith("200"), (path, status, body[:300])
+        return json.loads(body)
+
+    studies = get("/api/studies")["study_summaries"]
+    assert [s["study_name"] for s in studies] == ["test-study"]
+    detail = get(f"/api/studies/{studies[0]['study_id']}")
+    (trial,) = detail["trials"]
+    assert trial["state"] == "Complete"
+    assert {p["name"] for p in trial["params"]} == {"task", "frozen_layers", "train_size", "subset_draw", "seed",
+                                                    "learning_rate"}
+    assert any(a["key"] == "best_dev" for a in trial["user_attrs"])
