@@ -93,8 +93,7 @@ def _from_parquet_dir(task: TaskConfig, folder: Path, source: str) -> TaskData |
         present = [p.name for p in files.values() if p.is_file()]
         if present:
             raise DataError(
-                f"Task '{task.name}' in {folder} needs train.parquet and validation.parquet, "
-                f"but only {present} exist."
+                f"Task '{task.name}' in {folder} needs train.parquet and validation.parquet, but only {present} exist."
             )
         return None
     frames = {}

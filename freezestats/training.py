@@ -183,8 +183,19 @@ def fine_tune(
             if step % eval_interval == 0 or step == total_steps:
                 logits = _predict(model, tokenizer, validation, training.eval_batch_size, device, amp_dtype)
                 predictions = _to_predictions(logits, task)
-                curve.append(_evaluation(task, metric, predictions, validation.labels, select_idx, score_idx, step,
-                                         step / steps_per_epoch, loss_value))
+                curve.append(
+                    _evaluation(
+                        task,
+                        metric,
+                        predictions,
+                        validation.labels,
+                        select_idx,
+                        score_idx,
+                        step,
+                        step / steps_per_epoch,
+                        loss_value,
+                    )
+                )
             if on_step is not None:
                 on_step(step, total_steps)
 

@@ -13,8 +13,12 @@ POOLS = {"sst2": 67349, "cola": 8551}
 
 
 def test_grid_is_the_full_product_with_unique_keys() -> None:
-    spec = parse_spec(simple_spec(tasks=["sst2", "cola"], grid={"frozen_layers": [-1, 0, 3], "train_sizes": [50, 100],
-                                                                 "seeds": [1, 2], "subset_draws": 2}))
+    spec = parse_spec(
+        simple_spec(
+            tasks=["sst2", "cola"],
+            grid={"frozen_layers": [-1, 0, 3], "train_sizes": [50, 100], "seeds": [1, 2], "subset_draws": 2},
+        )
+    )
     cells = grid_cells(spec, POOLS)
     assert len(cells) == 2 * 3 * 2 * 2 * 2
     assert len({c.key for c in cells}) == len(cells)
@@ -31,8 +35,12 @@ def test_full_resolves_to_the_pool_size() -> None:
 
 
 def test_full_model_search_runs_on_frozen_zero_and_waits_for_rates() -> None:
-    spec = parse_spec(simple_spec(grid={"frozen_layers": [0, 2, 4], "train_sizes": [50], "seeds": [1, 2]},
-                                  lr_search={"mode": "full-model", "rates": [1e-5, 3e-5]}))
+    spec = parse_spec(
+        simple_spec(
+            grid={"frozen_layers": [0, 2, 4], "train_sizes": [50], "seeds": [1, 2]},
+            lr_search={"mode": "full-model", "rates": [1e-5, 3e-5]},
+        )
+    )
     search = search_cells(spec, POOLS)
     assert {c.frozen_layers for c in search} == {0} and len(search) == 2 * 2
     assert all(c.role is CellRole.SEARCH and c.key.startswith("search|") for c in search)
@@ -42,10 +50,18 @@ def test_full_model_search_runs_on_frozen_zero_and_waits_for_rates() -> None:
 
 
 def test_per_cell_search_searches_every_freeze_level() -> None:
-    spec = parse_spec(simple_spec(grid={"frozen_layers": [0, 2], "train_sizes": [50], "seeds": [1]},
-                                  lr_search={"mode": "per-cell", "rates": [1e-5, 3e-5]}))
+    spec = parse_spec(
+        simple_spec(
+            grid={"frozen_layers": [0, 2], "train_sizes": [50], "seeds": [1]},
+            lr_search={"mode": "per-cell", "rates": [1e-5, 3e-5]},
+        )
+    )
     assert {(c.frozen_layers, c.learning_rate) for c in search_cells(spec, POOLS)} == {
-        (0, 1e-5), (0, 3e-5), (2, 1e-5), (2, 3e-5)}
+        (0, 1e-5),
+        (0, 3e-5),
+        (2, 1e-5),
+        (2, 3e-5),
+    }
     cells = grid_cells(spec, POOLS, {("sst2", 50, 0, 0): 1e-5, ("sst2", 50, 0, 2): 3e-5})
     assert {(c.frozen_layers, c.learning_rate) for c in cells} == {(0, 1e-5), (2, 3e-5)}
 
@@ -55,15 +71,24 @@ def _search(rate: float, seed: int, frozen: int = 0) -> Cell:
 
 
 def test_choose_rates_takes_the_best_mean_over_seeds() -> None:
-    results = [(_search(1e-5, 1), 0.80), (_search(1e-5, 2), 0.90),  # mean 0.85
-               (_search(3e-5, 1), 0.95), (_search(3e-5, 2), 0.70),  # mean 0.825, best single run
-               (_search(5e-5, 1), float("nan")), (_search(5e-5, 2), 0.99)]  # nan mean: never chosen
+    results = [
+        (_search(1e-5, 1), 0.80),
+        (_search(1e-5, 2), 0.90),  # mean 0.85
+        (_search(3e-5, 1), 0.95),
+        (_search(3e-5, 2), 0.70),  # mean 0.825, best single run
+        (_search(5e-5, 1), float("nan")),
+        (_search(5e-5, 2), 0.99),
+    ]  # nan mean: never chosen
     assert choose_rates(results) == {("sst2", 50, 0, 0): 1e-5}
 
 
 def test_choose_rates_breaks_ties_to_the_smaller_rate_and_keeps_groups_apart() -> None:
-    results = [(_search(3e-5, 1), 0.8), (_search(1e-5, 1), 0.8), (_search(1e-5, 1, frozen=2), 0.5),
-               (_search(2e-5, 1, frozen=2), 0.6)]
+    results = [
+        (_search(3e-5, 1), 0.8),
+        (_search(1e-5, 1), 0.8),
+        (_search(1e-5, 1, frozen=2), 0.5),
+        (_search(2e-5, 1, frozen=2), 0.6),
+    ]
     assert choose_rates(results) == {("sst2", 50, 0, 0): 1e-5, ("sst2", 50, 0, 2): 2e-5}
 
 

@@ -14,7 +14,11 @@ from freezestats.exceptions import DataError, SpecError
 from freezestats.tasks import available_tasks, get_task
 
 GLUE_SIZES = {  # rows per split, from ../shared/data/glue/README.md
-    "sst2": (67349, 872), "cola": (8551, 1043), "mrpc": (3668, 408), "stsb": (5749, 1500), "rte": (2490, 277),
+    "sst2": (67349, 872),
+    "cola": (8551, 1043),
+    "mrpc": (3668, 408),
+    "stsb": (5749, 1500),
+    "rte": (2490, 277),
 }
 
 
@@ -101,8 +105,9 @@ BAD_DATA = [
 
 
 @pytest.mark.parametrize(("what", "train", "validation", "message"), BAD_DATA, ids=[b[0] for b in BAD_DATA])
-def test_bad_data_is_refused(tmp_path: Path, what: str, train: pd.DataFrame, validation: pd.DataFrame,
-                             message: str) -> None:
+def test_bad_data_is_refused(
+    tmp_path: Path, what: str, train: pd.DataFrame, validation: pd.DataFrame, message: str
+) -> None:
     _write_split(tmp_path / "sst2", train, validation)
     with pytest.raises(DataError) as err:
         load_task_data(get_task("sst2"), tmp_path)
@@ -126,5 +131,5 @@ def test_no_local_data_and_no_hub_says_both_ways(tmp_path: Path) -> None:
 
 
 def test_data_dir_must_exist(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="--data-dir=.* is not a directory"):
+    with pytest.raises(DataError, match=r"--data-dir=.* is not a directory"):
         load_task_data(get_task("sst2"), tmp_path / "nope")

@@ -18,8 +18,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_public_api_is_pinned() -> None:
     assert dir(freezestats) == [
-        "DataError", "FreezestatsError", "ModelError", "ModelFitError", "SpecError", "StorageError", "StudySpec",
-        "TrialFailed", "__version__", "load_spec", "parse_spec",
+        "DataError",
+        "FreezestatsError",
+        "ModelError",
+        "ModelFitError",
+        "SpecError",
+        "StorageError",
+        "StudySpec",
+        "TrialFailed",
+        "__version__",
+        "load_spec",
+        "parse_spec",
     ]
     assert issubclass(freezestats.SpecError, freezestats.FreezestatsError)
 
@@ -31,20 +40,35 @@ def test_importing_the_package_does_not_load_torch() -> None:
 
 
 def test_wheel_ships_the_studies_and_the_demo_data(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("freezestats-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for shipped in ("study/quick.toml", "study/blog2020.toml", "study/blog2020-minilm.toml", "study/lee2019.toml",
-                    "data/demo/agreement/train.parquet", "data/demo/agreement/validation.parquet",
-                    "data/reference/blog2020_roberta_base.csv"):
+    for shipped in (
+        "study/quick.toml",
+        "study/blog2020.toml",
+        "study/blog2020-minilm.toml",
+        "study/lee2019.toml",
+        "data/demo/agreement/train.parquet",
+        "data/demo/agreement/validation.parquet",
+        "data/reference/blog2020_roberta_base.csv",
+    ):
         assert f"freezestats/_bundled/{shipped}" in names
     assert "freezestats/tasks/sst2.yaml" in names
 
 
 def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "freezestats", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "freezestats", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=900,
+    )
 
 
 def test_default_study_validates_from_any_directory(tmp_path: Path) -> None:
@@ -63,8 +87,11 @@ def test_real_run_on_packaged_minilm_and_glue_sst2(tmp_path: Path, glue_dir: Pat
         "[grid]\nfrozen_layers = [0, 6]\ntrain_sizes = [32]\nseeds = [1]\n"
         "[training]\nepochs = 1\neval_every_epochs = 1\nmax_length = 64\n"
     )
-    run = _cli(["run", "--study", str(spec), "--storage", "sqlite:///e2e.db", "--no-progress"], tmp_path,
-               FREEZESTATS_DATA=str(glue_dir))
+    run = _cli(
+        ["run", "--study", str(spec), "--storage", "sqlite:///e2e.db", "--no-progress"],
+        tmp_path,
+        FREEZESTATS_DATA=str(glue_dir),
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2/2 cells complete, 0 failed" in run.stdout
     export = _cli(["export", "--storage", "sqlite:///e2e.db", "-o", "results.parquet"], tmp_path)

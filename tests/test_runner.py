@@ -29,8 +29,10 @@ from freezestats.trials import load_study, open_storage
 
 
 def _spec(tmp_path: Path, model: Path, **override) -> Path:
-    base = {"grid": {"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1]},
-            "training": {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 64}}
+    base = {
+        "grid": {"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1]},
+        "training": {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 64},
+    }
     for key, value in override.items():
         base[key] = {**base.get(key, {}), **value}
     return write_spec(tmp_path, simple_spec(model=str(model), **base))
@@ -45,8 +47,9 @@ def _cell_counts(db: Path) -> Counter:
     return Counter(t.user_attrs["cell_key"] for t in study.get_trials(states=(TrialState.COMPLETE,)))
 
 
-def test_run_status_export(tmp_path: Path, tiny_model: Path, glue_dir: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_status_export(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec_path = _spec(tmp_path, tiny_model)
     db = tmp_path / "study.db"
     storage = f"sqlite:///{db}"
@@ -66,8 +69,10 @@ def test_run_status_export(tmp_path: Path, tiny_model: Path, glue_dir: Path,
     assert table["best_dev"].ge(table["final_dev"]).all()
     assert table["n_eval"].eq(872).all() and table["majority_baseline"].between(0.49, 0.51).all()
     assert table["n_layers"].eq(2).all() and table["model"].eq(str(tiny_model)).all()
-    assert (table.loc[table.frozen_layers == 2, "trainable_params"] < table.loc[table.frozen_layers == 0,
-            "trainable_params"].max()).all()
+    assert (
+        table.loc[table.frozen_layers == 2, "trainable_params"]
+        < table.loc[table.frozen_layers == 0, "trainable_params"].max()
+    ).all()
     csv_out = tmp_path / "results.csv"
     assert main(["export", "--storage", storage, "-o", str(csv_out)]) == 0
     assert len(pd.read_csv(csv_out)) == 4
@@ -87,8 +92,11 @@ def test_run_status_export(tmp_path: Path, tiny_model: Path, glue_dir: Path,
 
     trial = study.get_trials(states=(TrialState.COMPLETE,))[0]
     target = tmp_path / "pred.parquet"
-    download_artifact(artifact_store=FileSystemArtifactStore(str(db) + ".artifacts"),
-                      artifact_id=trial.user_attrs["predictions_artifact"], file_path=str(target))
+    download_artifact(
+        artifact_store=FileSystemArtifactStore(str(db) + ".artifacts"),
+        artifact_id=trial.user_attrs["predictions_artifact"],
+        file_path=str(target),
+    )
     predictions = pd.read_parquet(target)
     assert len(predictions) == 872 and {"idx", "label", "prediction", "logit_0", "logit_1"} <= set(predictions)
     assert int((predictions.prediction == predictions.label).sum()) == trial.user_attrs["n_correct"]
@@ -97,8 +105,7 @@ def test_run_status_export(tmp_path: Path, tiny_model: Path, glue_dir: Path,
     assert max(p["full"] for p in curve) == trial.user_attrs["best_dev"] == trial.value
 
 
-def test_resume_after_max_trials_never_reruns_or_loses_a_cell(tmp_path: Path, tiny_model: Path,
-                                                             glue_dir: Path) -> None:
+def test_resume_after_max_trials_never_reruns_or_loses_a_cell(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
     spec_path = _spec(tmp_path, tiny_model)
     db = tmp_path / "study.db"
     storage = f"sqlite:///{db}"
@@ -115,11 +122,14 @@ def test_resume_after_max_trials_never_reruns_or_loses_a_cell(tmp_path: Path, ti
     assert len(study.get_trials()) == 4  # a third run has nothing to do
 
 
-def test_changed_spec_for_existing_study_is_refused(tmp_path: Path, tiny_model: Path, glue_dir: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_changed_spec_for_existing_study_is_refused(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    assert _run(["run", "--study", str(_spec(tmp_path, tiny_model)), "--storage", storage, "--max-trials", "1"],
-                glue_dir) == 0
+    assert (
+        _run(["run", "--study", str(_spec(tmp_path, tiny_model)), "--storage", storage, "--max-trials", "1"], glue_dir)
+        == 0
+    )
     changed = _spec(tmp_path, tiny_model, training={"epochs": 2})
     assert _run(["run", "--study", str(changed), "--storage", storage], glue_dir) == 2
     assert "training.epochs: 1.0 -> 2.0" in capsys.readouterr().err
@@ -127,12 +137,22 @@ def test_changed_spec_for_existing_study_is_refused(tmp_path: Path, tiny_model: 
 
 
 def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
-    spec_path = _spec(tmp_path, tiny_model, grid={"train_sizes": [200, 400], "seeds": [1, 2]},
-                      training={"epochs": 3})
+    spec_path = _spec(tmp_path, tiny_model, grid={"train_sizes": [200, 400], "seeds": [1, 2]}, training={"epochs": 3})
     db = tmp_path / "study.db"
     storage = f"sqlite:///{db}"
-    command = [sys.executable, "-m", "freezestats", "run", "--study", str(spec_path), "--storage", storage,
-               "--data-dir", str(glue_dir), "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "freezestats",
+        "run",
+        "--study",
+        str(spec_path),
+        "--storage",
+        storage,
+        "--data-dir",
+        str(glue_dir),
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
@@ -168,8 +188,12 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(tmp_path: Path, tiny_model: 
 
 
 def test_full_model_lr_search(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
-    spec_path = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0, 1, 2], "train_sizes": [32], "seeds": [1, 2]},
-                      lr_search={"mode": "full-model", "rates": [1e-5, 1e-3]})
+    spec_path = _spec(
+        tmp_path,
+        tiny_model,
+        grid={"frozen_layers": [0, 1, 2], "train_sizes": [32], "seeds": [1, 2]},
+        lr_search={"mode": "full-model", "rates": [1e-5, 1e-3]},
+    )
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
     study = load_study(open_storage(storage), None)
@@ -213,6 +237,12 @@ def test_study_database_opens_in_optuna_dashboard(tmp_path: Path, tiny_model: Pa
     detail = get(f"/api/studies/{studies[0]['study_id']}")
     (trial,) = detail["trials"]
     assert trial["state"] == "Complete"
-    assert {p["name"] for p in trial["params"]} == {"task", "frozen_layers", "train_size", "subset_draw", "seed",
-                                                    "learning_rate"}
+    assert {p["name"] for p in trial["params"]} == {
+        "task",
+        "frozen_layers",
+        "train_size",
+        "subset_draw",
+        "seed",
+        "learning_rate",
+    }
     assert any(a["key"] == "best_dev" for a in trial["user_attrs"])

@@ -33,8 +33,11 @@ BAD_SPECS = [
     ("bad lr search mode", {"lr_search": {"mode": "grid"}}, "`lr_search.mode` must be one of ['none'"),
     ("search without rates", {"lr_search": {"mode": "per-cell"}}, "`lr_search.rates` is required"),
     ("rates without mode", {"lr_search": {"rates": [1e-5]}}, "`lr_search.mode` is 'none'"),
-    ("full-model search without 0", {"grid": {"frozen_layers": [2, 4]}, "lr_search": {"mode": "full-model",
-     "rates": [1e-5]}}, "must contain 0"),
+    (
+        "full-model search without 0",
+        {"grid": {"frozen_layers": [2, 4]}, "lr_search": {"mode": "full-model", "rates": [1e-5]}},
+        "must contain 0",
+    ),
     ("metric the task lacks", {"metrics": {"primary": {"sst2": "mcc"}}}, "`metrics.primary.sst2` must be one of"),
     ("string where a list belongs", {"grid": {"seeds": 3}}, "`grid.seeds` must be a non-empty list"),
     ("boolean as integer", {"grid": {"seeds": [True]}}, "`grid.seeds[0]` must be an integer"),
@@ -61,7 +64,7 @@ def test_missing_name_and_newer_version() -> None:
 def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "broken.toml"
     path.write_text("name = 'x'\n[grid\nseeds = [1]\n")
-    with pytest.raises(SpecError, match="broken.toml is not valid TOML"):
+    with pytest.raises(SpecError, match=r"broken\.toml is not valid TOML"):
         load_spec(path)
 
 

@@ -33,9 +33,21 @@ def _inputs(task_name: str, model: Path, glue_dir: Path, n_train: int = 48, n_va
 def _run(model: Path, glue_dir: Path, task_name: str = "sst2", seed: int = 1, frozen: int = 0, **training):
     task, tokenizer, train, val, select, score = _inputs(task_name, model, glue_dir)
     spec = TrainingSpec(**{"epochs": 2, "batch_size": 16, "eval_every_epochs": 0.5, "device": "cpu", **training})
-    return fine_tune(model_name=str(model), task=task, metric=task.metrics[0], train=train, validation=val,
-                     select_idx=select, score_idx=score, strategy="freeze", frozen_layers=frozen, seed=seed,
-                     learning_rate=spec.learning_rate, training=spec, tokenizer=tokenizer)
+    return fine_tune(
+        model_name=str(model),
+        task=task,
+        metric=task.metrics[0],
+        train=train,
+        validation=val,
+        select_idx=select,
+        score_idx=score,
+        strategy="freeze",
+        frozen_layers=frozen,
+        seed=seed,
+        learning_rate=spec.learning_rate,
+        training=spec,
+        tokenizer=tokenizer,
+    )
 
 
 def test_protocol_steps_and_evaluations(tiny_model: Path, glue_dir: Path) -> None:
@@ -47,7 +59,8 @@ def test_protocol_steps_and_evaluations(tiny_model: Path, glue_dir: Path) -> Non
     assert outcome.summary.best_dev == max(p["full"] for p in outcome.curve)
     assert outcome.final_predictions.shape == (120,) and outcome.final_logits.shape == (120, 2)
     assert outcome.curve[-1]["metrics"]["accuracy"] == pytest.approx(
-        float(np.mean(outcome.final_predictions == _inputs("sst2", tiny_model, glue_dir)[3].labels)))
+        float(np.mean(outcome.final_predictions == _inputs("sst2", tiny_model, glue_dir)[3].labels))
+    )
     assert outcome.device == "cpu" and outcome.precision == "fp32" and outcome.wall_seconds > 0
 
 
@@ -75,7 +88,7 @@ def test_regression_task_has_one_output(tiny_model: Path, glue_dir: Path) -> Non
 
 
 def test_pair_task_is_encoded_as_one_sequence_pair(tiny_model: Path, glue_dir: Path) -> None:
-    task, tokenizer, train, *_ = _inputs("mrpc", tiny_model, glue_dir)
+    _, tokenizer, train, *_ = _inputs("mrpc", tiny_model, glue_dir)
     first = train.features[0]
     assert first["input_ids"].count(tokenizer.sep_token_id) == 2  # [CLS] a [SEP] b [SEP]
     assert set(first["token_type_ids"]) == {0, 1}
