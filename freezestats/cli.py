@@ -142,7 +142,7 @@ class _Status(_Command):
         from freezestats.results import cell_status
         from freezestats.trials import load_study, open_storage
 
-        study = load_study(open_storage(args.storage), args.study_name)
+        study = load_study(open_storage(args.storage, must_exist=True), args.study_name)
         status = cell_status(study)
         console = Console()
         counts = status["status"].value_counts()

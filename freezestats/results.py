@@ -67,6 +67,7 @@ STATUS_COLUMNS = [
     "best_dev",
     "fail_reason",
 ]
+_LOST = "no heartbeat: the worker stopped mid-trial"
 _STATE_NAMES = {
     TrialState.COMPLETE: "complete",
     TrialState.FAIL: "fail",
@@ -123,7 +124,7 @@ def export_results(storage: str, output: str | Path, study_name: str | None = No
         raise StorageError(f"The export file must end in .parquet or .csv, but got {str(output)!r}.")
     if not output.parent.is_dir():
         raise StorageError(f"The folder of the export file does not exist: {output.parent}.")
-    study = load_study(open_storage(storage), study_name)
+    study = load_study(open_storage(storage, must_exist=True), study_name)
     table = results_table(study)
     if table.empty:
         raise StorageError(f"Study '{study.study_name}' has no completed trials yet; nothing to export.")
@@ -155,7 +156,7 @@ def cell_status(study: optuna.Study) -> pd.DataFrame:
             status = "failed"
         cell = cell_from_trial(trials[-1])
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
-        failures = [t.user_attrs.get("fail_reason") for t in trials if t.state == TrialState.FAIL]
+        failures = [t.user_attrs.get("fail_reason", _LOST) for t in trials if t.state == TrialState.FAIL]
         rows.append(
             {
                 "cell": key,

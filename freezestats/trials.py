@@ -53,15 +53,22 @@ HEARTBEAT_INTERVAL = 30
 GRACE_PERIOD = 120
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """Optuna storage for ``url``; RDB URLs get heartbeats so trials of a dead worker are detected."""
+def open_storage(url: str, must_exist: bool = False) -> optuna.storages.BaseStorage:
+    """Optuna storage for ``url``; RDB URLs get heartbeats so trials of a dead worker are detected.
+
+    ``must_exist`` is for commands that only read (status, export): they must not create an empty
+    SQLite file where the user mistyped a path.
+    """
     if "://" not in url:
         raise StorageError(
             f"A storage must be an Optuna storage URL such as {DEFAULT_STORAGE} or "
             f"postgresql://user@host/db, but got {url!r}."
         )
     if url.startswith("sqlite:///"):
-        parent = Path(url.removeprefix("sqlite:///")).expanduser().resolve().parent
+        db = Path(url.removeprefix("sqlite:///")).expanduser().resolve()
+        if must_exist and not db.is_file():
+            raise StorageError(f"No study database at {db} ({url}).")
+        parent = db.parent
         if not parent.is_dir():
             raise StorageError(f"The folder of the SQLite study database does not exist: {parent} ({url}).")
         if not os.access(parent, os.W_OK):

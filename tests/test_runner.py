@@ -246,3 +246,33 @@ def test_study_database_opens_in_optuna_dashboard(tmp_path: Path, tiny_model: Pa
         "learning_rate",
     }
     assert any(a["key"] == "best_dev" for a in trial["user_attrs"])
+
+
+def test_read_commands_never_create_or_touch_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "typo.db"
+    assert main(["status", "--storage", f"sqlite:///{missing}"]) == 2
+    assert main(["export", "--storage", f"sqlite:///{missing}", "-o", str(tmp_path / "r.csv")]) == 2
+    assert "No study database at" in capsys.readouterr().err
+    assert not missing.exists()
+    assert main(["status", "--storage", "not-a-url"]) == 2
+    assert "must be an Optuna storage URL" in capsys.readouterr().err
+
+
+def test_export_refuses_bad_output_and_keeps_the_db(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import hashlib
+
+    spec_path = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0], "train_sizes": [32]})
+    db = tmp_path / "study.db"
+    storage = f"sqlite:///{db}"
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    assert main(["export", "--storage", storage, "-o", str(tmp_path / "results.xlsx")]) == 2
+    assert "must end in .parquet or .csv" in capsys.readouterr().err
+    assert main(["export", "--storage", storage, "-o", str(tmp_path / "no" / "dir" / "r.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["export", "--storage", storage, "--study-name", "other", "-o", str(tmp_path / "r.csv")]) == 2
+    assert "No study named 'other'" in capsys.readouterr().err
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert not list(tmp_path.glob("*.partial"))
