@@ -38,10 +38,12 @@ def _resolve_study(value: str | None) -> Path:
     raise SpecError(f"No study spec at {value!r}: give a .toml file or a shipped study ({', '.join(shipped)}).")
 
 
-def _storage_arg(parser: argparse.ArgumentParser) -> None:
+def _storage_arg(parser: argparse.ArgumentParser, study_name: bool = False) -> None:
     from freezestats.trials import DEFAULT_STORAGE
 
     parser.add_argument("--storage", default=DEFAULT_STORAGE, help=f"Optuna storage URL (default {DEFAULT_STORAGE})")
+    if study_name:
+        parser.add_argument("--study-name", help="needed when the storage holds several studies")
 
 
 class _Command:
@@ -131,8 +133,7 @@ class _Status(_Command):
     help = "per-cell progress of a study: done / running / waiting / failed"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        _storage_arg(parser)
-        parser.add_argument("--study-name", help="needed when the storage holds several studies")
+        _storage_arg(parser, study_name=True)
         parser.add_argument("--cells", action="store_true", help="list every cell, not only the summary")
 
     def take_action(self, args: argparse.Namespace) -> int:
@@ -170,8 +171,7 @@ class _Export(_Command):
     help = "write the tidy results table (one row per completed trial) to .parquet or .csv"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        _storage_arg(parser)
-        parser.add_argument("--study-name", help="needed when the storage holds several studies")
+        _storage_arg(parser, study_name=True)
         parser.add_argument("-o", "--output", required=True, help="results.parquet or results.csv")
 
     def take_action(self, args: argparse.Namespace) -> int:
