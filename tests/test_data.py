@@ -133,3 +133,26 @@ def test_no_local_data_and_no_hub_says_both_ways(tmp_path: Path) -> None:
 def test_data_dir_must_exist(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"--data-dir=.* is not a directory"):
         load_task_data(get_task("sst2"), tmp_path / "nope")
+
+
+def test_hub_path_builds_the_same_table_from_a_real_datasets_object(
+    tmp_path: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub branch runs for real, with `datasets` reading the local parquet instead of the network."""
+    import datasets
+
+    real_load = datasets.load_dataset
+    calls = []
+
+    def local_hub(path: str, name: str | None = None, **kwargs):
+        calls.append((path, name))
+        files = {split: str(glue_dir / name / f"{split}.parquet") for split in ("train", "validation")}
+        return real_load("parquet", data_files=files, cache_dir=str(tmp_path / "cache"))
+
+    monkeypatch.setattr(datasets, "load_dataset", local_hub)
+    data = load_task_data(get_task("rte"), tmp_path)  # an empty data dir: falls through to the hub
+    assert calls == [("nyu-mll/glue", "rte")]
+    assert data.source == "hub:nyu-mll/glue/rte"
+    local = load_task_data(get_task("rte"), glue_dir)
+    pd.testing.assert_frame_equal(data.train, local.train)
+    pd.testing.assert_frame_equal(data.validation, local.validation)

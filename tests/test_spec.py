@@ -131,3 +131,20 @@ def test_cli_bad_spec_exits_nonzero_without_db(tmp_path: Path, capsys: pytest.Ca
 def test_unknown_study_name_lists_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "no-such-study"]) == 2
     assert "blog2020, blog2020-minilm, lee2019, quick" in capsys.readouterr().err
+
+
+def test_unknown_model_offline_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path, simple_spec(model="no-such-org/no-such-model"))
+    db = tmp_path / "study.db"
+    assert main(["run", "--study", str(spec), "--storage", f"sqlite:///{db}"]) == 2
+    err = capsys.readouterr().err
+    assert "Cannot load the config of model 'no-such-org/no-such-model'" in err
+    assert "the offline alias 'minilm-l6'" in err
+    assert not db.exists()
+
+
+def test_unknown_strategy_suggests_the_known_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = simple_spec()
+    raw["model"]["strategy"] = "freez"
+    assert main(["validate", str(write_spec(tmp_path, raw))]) == 2
+    assert "Unknown strategy 'freez'. Did you mean: 'freeze'?" in capsys.readouterr().err
