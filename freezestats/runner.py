@@ -15,7 +15,6 @@ import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -498,5 +497,3 @@ class _Progress:
             self._bar.stop()
             self._bar = None
 
-
-OnStep = Callable[[int, int], None]
