@@ -496,4 +496,3 @@ class _Progress:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
-
