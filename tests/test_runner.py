@@ -154,7 +154,17 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(tmp_path: Path, tiny_model: 
         "--no-progress",
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A shell that starts the suite in the background makes its children ignore SIGINT, and Python then
+    # installs no KeyboardInterrupt handler; restore the default, as in an interactive terminal.
+    proc = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 240
     states: list[str] = []
     while time.monotonic() < deadline and proc.poll() is None:
