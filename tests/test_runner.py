@@ -286,3 +286,24 @@ def test_export_refuses_bad_output_and_keeps_the_db(
     assert "No study named 'other'" in capsys.readouterr().err
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_per_cell_lr_search_reuses_the_search_runs(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    spec_path = _spec(
+        tmp_path,
+        tiny_model,
+        grid={"frozen_layers": [0, 2], "train_sizes": [32], "seeds": [1]},
+        lr_search={"mode": "per-cell", "rates": [1e-5, 1e-3], "select_metric": "best_dev"},
+    )
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    table = results_table(load_study(open_storage(storage), None))
+    search, grid = table[table.role == "search"], table[table.role == "grid"]
+    assert len(search) == 4 and len(grid) == 2
+    for k in (0, 2):
+        rows = search[search.frozen_layers == k].sort_values("learning_rate")
+        best = rows.learning_rate.iloc[int(rows.best_dev.to_numpy().argmax())]
+        (chosen,) = grid[grid.frozen_layers == k].learning_rate
+        assert chosen == best
+    assert grid.reused_from_trial.notna().all()  # every grid cell is one of its search runs
+    assert len(load_study(open_storage(storage), None).get_trials()) == 6
