@@ -122,6 +122,11 @@ class _Run(_Command):
             f"{report.n_complete}/{report.n_cells} cells complete, {report.n_failed_cells} failed, "
             f"{report.n_run_now} trials run now in {report.wall_seconds:.1f} s."
         )
+        if report.n_complete:
+            print(
+                f"Next: freezestats status --storage {args.storage}; "
+                f"freezestats export --storage {args.storage} -o results.parquet"
+            )
         if report.interrupted:
             print("Interrupted. Run the same command again to resume; completed cells are kept.", file=sys.stderr)
             return 130
