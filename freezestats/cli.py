@@ -11,10 +11,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freezestats import __version__
 from freezestats.exceptions import FreezestatsError, SpecError
+
+if TYPE_CHECKING:
+    from freezestats.runner import RunReport
 
 __all__ = ["main"]
 
@@ -101,6 +104,9 @@ class _Run(_Command):
         parser.add_argument("--artifacts", help="folder for per-example predictions (default: next to the DB)")
         parser.add_argument("--max-trials", type=int, help="stop after this many trials (resume later)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument("--enqueue-only", action="store_true", help="create the study and its cells; run nothing")
+        parser.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: this one)")
+        parser.add_argument("--devices", help="comma-separated devices for the workers, e.g. cuda:0,cuda:1")
 
     def take_action(self, args: argparse.Namespace) -> int:
         from freezestats.runner import run_study
@@ -108,6 +114,8 @@ class _Run(_Command):
 
         if args.max_trials is not None and args.max_trials < 1:
             raise SpecError(f"`--max-trials` must be >= 1, but got {args.max_trials}.")
+        if args.workers < 1:
+            raise SpecError(f"`--workers` must be >= 1, but got {args.workers}.")
         spec = load_spec(_resolve_study(args.study))
         print(f"freezestats {__version__}: study '{spec.name}' from {spec.source} -> {args.storage}")
         report = run_study(
@@ -117,20 +125,60 @@ class _Run(_Command):
             artifact_dir=args.artifacts,
             max_trials=args.max_trials,
             show_progress=not args.no_progress,
+            enqueue_only=args.enqueue_only,
+            workers=args.workers,
+            devices=args.devices.split(",") if args.devices else None,
         )
-        print(
-            f"{report.n_complete}/{report.n_cells} cells complete, {report.n_failed_cells} failed, "
-            f"{report.n_run_now} trials run now in {report.wall_seconds:.1f} s."
-        )
-        if report.n_complete:
+        if args.enqueue_only:
             print(
-                f"Next: freezestats status --storage {args.storage}; "
-                f"freezestats export --storage {args.storage} -o results.parquet"
+                f"Study '{report.study_name}' is ready: start workers with "
+                f"`freezestats worker --storage {args.storage} --study-name {report.study_name}`."
             )
-        if report.interrupted:
-            print("Interrupted. Run the same command again to resume; completed cells are kept.", file=sys.stderr)
-            return 130
-        return 1 if report.n_failed_cells else 0
+            return 0
+        return _finish(report, args.storage)
+
+
+def _finish(report: RunReport, storage: str) -> int:
+    """The closing lines of ``run`` and ``worker``, and their exit status."""
+    print(
+        f"{report.n_complete}/{report.n_cells} cells complete, {report.n_failed_cells} failed, "
+        f"{report.n_run_now} trials run now in {report.wall_seconds:.1f} s."
+    )
+    if report.n_complete:
+        print(
+            f"Next: freezestats status --storage {storage}; freezestats export --storage {storage} -o results.parquet"
+        )
+    if report.interrupted:
+        print("Interrupted. Run the same command again to resume; completed cells are kept.", file=sys.stderr)
+        return 130
+    return 1 if report.n_failed_cells else 0
+
+
+class _Worker(_Command):
+    name = "worker"
+    help = "claim and run waiting cells of an existing study (start several, anywhere, on one storage)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _storage_arg(parser, study_name=True)
+        parser.add_argument("--device", help="device for this worker, e.g. cuda:1 (default: the spec's)")
+        parser.add_argument("--data-dir", help="local data folder (else $FREEZESTATS_DATA, then the HF hub)")
+        parser.add_argument("--artifacts", help="folder for per-example predictions (default: the study's)")
+        parser.add_argument("--max-trials", type=int, help="stop after this many trials")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.runner import work_study
+
+        report = work_study(
+            args.storage,
+            args.study_name,
+            device=args.device,
+            data_dir=args.data_dir,
+            artifact_dir=args.artifacts,
+            max_trials=args.max_trials,
+            show_progress=not args.no_progress,
+        )
+        return _finish(report, args.storage)
 
 
 class _Status(_Command):
@@ -187,7 +235,7 @@ class _Export(_Command):
         return 0
 
 
-_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Status(), _Export())
+_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Worker(), _Status(), _Export())
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import platform
+import re
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +41,21 @@ from freezestats.subsets import nested_subsets, validation_halves
 from freezestats.tasks import get_task
 from freezestats.trials import (
     INTERRUPTED,
+    SPEC_ATTR,
     artifact_dir_for,
     cell_from_trial,
     copy_trial,
     create_or_load_study,
     enqueue_cells,
     is_enqueued_cell,
+    load_study,
     open_storage,
     set_user_attrs,
     suggest_cell,
     trials_by_cell,
 )
 
-__all__ = ["PreparedStudy", "RunReport", "prepare_study", "run_study"]
-
-MAX_RETRIES = 1
+__all__ = ["PreparedStudy", "RunReport", "prepare_study", "run_study", "work_study"]
 
 
 @dataclass
@@ -135,18 +139,30 @@ def run_study(
     max_trials: int | None = None,
     show_progress: bool = True,
     prepared: PreparedStudy | None = None,
+    enqueue_only: bool = False,
+    workers: int = 1,
+    devices: Sequence[str] | None = None,
 ) -> RunReport:
-    """Run (or resume) the study described by ``spec`` in ``storage``."""
+    """Run (or resume) the study described by ``spec`` in ``storage``.
+
+    With ``enqueue_only`` the study and its cells are created and nothing runs (workers started with
+    :func:`work_study` anywhere run them). With ``workers > 1`` this process enqueues and N worker
+    processes (one per entry of ``devices``, cycled) claim and run the cells.
+    """
     started = time.perf_counter()
     prepared = prepared or prepare_study(spec, data_dir)
-    backend = open_storage(storage)
+    backend = open_storage(storage, **_heartbeat(spec))
     study = create_or_load_study(backend, spec)
     artifacts = Path(artifact_dir) if artifact_dir else artifact_dir_for(storage)
     _store_study_attrs(study, prepared, artifacts)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)  # RUNNING trials of a dead worker become FAIL, then re-enqueued
-    runner = _Runner(prepared, study, artifacts, max_trials, show_progress)
+    _fail_stale(study)
+    if enqueue_only:
+        enqueue_cells(study, prepared.cells()[0] or prepared.cells()[1], spec.execution.max_retries)
+        return _report(study, prepared, storage, started, n_run=0)
+    pool = None
+    if workers > 1:
+        pool = _WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts)
+    runner = _Runner(prepared, study, artifacts, max_trials, show_progress and pool is None, pool)
     interrupted = False
     try:
         runner.run()
@@ -154,6 +170,59 @@ def run_study(
         interrupted = True
     finally:
         runner.close()
+    return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
+
+
+def work_study(
+    storage: str,
+    study_name: str | None = None,
+    *,
+    device: str | None = None,
+    data_dir: str | Path | None = None,
+    artifact_dir: str | Path | None = None,
+    max_trials: int | None = None,
+    show_progress: bool = True,
+) -> RunReport:
+    """Claim and run WAITING cells of an existing study until none is left (``freezestats worker``).
+
+    The spec is read from the study itself, so a worker needs only the storage URL; ``device``
+    overrides the spec's device (e.g. ``cuda:1``) without changing the study.
+    """
+    started = time.perf_counter()
+    study = load_study(open_storage(storage, must_exist=True), study_name)
+    spec = StudySpec.from_stored(study.user_attrs[SPEC_ATTR], source=f"study '{study.study_name}'")
+    if device is not None:
+        spec = replace(spec, training=replace(spec.training, device=device))
+    study = load_study(open_storage(storage, **_heartbeat(spec)), study.study_name)
+    prepared = prepare_study(spec, data_dir)
+    artifacts = Path(artifact_dir or study.user_attrs.get("artifact_dir") or artifact_dir_for(storage))
+    _store_study_attrs(study, prepared, artifacts)
+    _fail_stale(study)
+    runner = _Runner(prepared, study, artifacts, max_trials, show_progress, None)
+    interrupted = False
+    try:
+        runner.drain()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        runner.close()
+    return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
+
+
+def _heartbeat(spec: StudySpec) -> dict[str, int]:
+    return {"heartbeat_interval": spec.execution.heartbeat_interval, "grace_period": spec.execution.grace_period}
+
+
+def _fail_stale(study: optuna.Study) -> None:
+    """RUNNING trials whose worker stopped sending heartbeats become FAIL (and are retried)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+def _report(
+    study: optuna.Study, prepared: PreparedStudy, storage: str, started: float, n_run: int, interrupted: bool = False
+) -> RunReport:
     by_cell = trials_by_cell(study)
     complete = sum(any(t.state == TrialState.COMPLETE for t in trials) for trials in by_cell.values())
     failed = sum(
@@ -161,15 +230,74 @@ def run_study(
         for trials in by_cell.values()
     )
     return RunReport(
-        study_name=spec.name,
+        study_name=study.study_name,
         storage=storage,
         n_cells=prepared.n_cells(),
         n_complete=complete,
         n_failed_cells=failed,
-        n_run_now=runner.n_run,
+        n_run_now=n_run,
         wall_seconds=time.perf_counter() - started,
         interrupted=interrupted,
     )
+
+
+class _WorkerPool:
+    """N ``freezestats worker`` processes on this machine, started for each phase of a run."""
+
+    def __init__(
+        self,
+        storage: str,
+        study_name: str,
+        n: int,
+        devices: Sequence[str] | None,
+        data_dir: str | Path | None,
+        artifacts: Path,
+    ) -> None:
+        self.commands = []
+        for i in range(n):
+            command = [
+                sys.executable,
+                "-m",
+                "freezestats",
+                "worker",
+                "--storage",
+                storage,
+                "--study-name",
+                study_name,
+                "--no-progress",
+                "--artifacts",
+                str(artifacts),
+            ]
+            if devices:
+                command += ["--device", devices[i % len(devices)]]
+            if data_dir is not None:
+                command += ["--data-dir", str(data_dir)]
+            self.commands.append(command)
+
+    def run(self, poll: Callable[[], None]) -> int:
+        """Start the workers, call ``poll`` while they run, return how many trials they ran."""
+        procs = [
+            subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in self.commands
+        ]
+        try:
+            while any(p.poll() is None for p in procs):
+                poll()
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGINT)
+            for p in procs:
+                p.wait(timeout=120)
+            raise
+        ran = 0
+        for p in procs:
+            output = p.stdout.read() if p.stdout else ""
+            match = re.search(r"(\d+) trials run now", output)
+            ran += int(match.group(1)) if match else 0
+            if p.returncode not in (0, 1):
+                raise StorageError(f"A worker exited with status {p.returncode}: {output.strip()[-500:]}")
+        return ran
 
 
 class _Runner:
@@ -182,6 +310,7 @@ class _Runner:
         artifacts: Path,
         max_trials: int | None,
         show_progress: bool,
+        pool: _WorkerPool | None = None,
     ) -> None:
         from optuna.artifacts import FileSystemArtifactStore
 
@@ -193,17 +322,30 @@ class _Runner:
         self.max_trials = max_trials
         self.n_run = 0
         self.progress = _Progress(show_progress, prepared.n_cells())
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.pool = pool
+        # Optuna logs a traceback per failed trial; we print one line and store the reason instead.
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     def run(self) -> None:
+        """Both phases: the learning-rate search (if any), then the grid."""
         search, grid = self.prepared.cells()
         if search:
-            enqueue_cells(self.study, search, MAX_RETRIES)
-            self._drain()
-            if self._budget_left():
-                grid = self._grid_after_search()
-        enqueue_cells(self.study, grid, MAX_RETRIES)
-        self._drain()
+            self._enqueue_and_drain(search)
+            if not self._budget_left():
+                return
+            grid = self._grid_after_search()
+        self._enqueue_and_drain(grid)
+
+    def _enqueue_and_drain(self, cells: list[Cell]) -> None:
+        """Enqueue, run, and enqueue again what failed (up to ``max_retries`` times per cell)."""
+        while self._budget_left():
+            added = enqueue_cells(self.study, cells, self.spec.execution.max_retries)
+            if not added and not self._waiting():
+                return
+            if self.pool is not None:
+                self.n_run += self.pool.run(poll=lambda: self.progress.set_done(self._n_complete()))
+            else:
+                self.drain()
 
     def close(self) -> None:
         self.progress.stop()
@@ -211,9 +353,13 @@ class _Runner:
     def _budget_left(self) -> bool:
         return self.max_trials is None or self.n_run < self.max_trials
 
-    def _drain(self) -> None:
+    def _waiting(self) -> bool:
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+    def drain(self) -> None:
+        """Run WAITING trials in this process until none is left (or the trial budget is spent)."""
         self.progress.set_done(self._n_complete())
-        while self._budget_left() and self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        while self._budget_left() and self._waiting():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 self.study.optimize(self._objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
@@ -273,7 +419,9 @@ class _Runner:
             trial.set_user_attr("fail_reason", INTERRUPTED)
             raise
         except Exception as err:
-            trial.set_user_attr("fail_reason", f"{type(err).__name__}: {err}"[:2000])
+            reason = f"{type(err).__name__}: {err}"[:2000]
+            trial.set_user_attr("fail_reason", reason)
+            self.progress.note(f"trial {trial.number} ({cell.key}) failed: {reason}")
             raise
         set_user_attrs(trial, record)
         return float(record["best_dev"])
@@ -491,6 +639,13 @@ class _Progress:
     def step(self, step: int, total: int) -> None:
         if self._bar is not None:
             self._bar.update(self._steps, completed=step, total=total)
+
+    def note(self, message: str) -> None:
+        """A line above the bars (or on stderr without them)."""
+        if self._bar is not None:
+            self._bar.console.print(message, markup=False, highlight=False)
+        else:
+            print(message, file=sys.stderr)
 
     def stop(self) -> None:
         if self._bar is not None:

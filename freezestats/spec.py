@@ -29,6 +29,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "SPEC_VERSION",
+    "ExecutionSpec",
     "GridSpec",
     "LRSearchSpec",
     "ModelSpec",
@@ -92,6 +93,15 @@ class LRSearchSpec:
 
 
 @dataclass(frozen=True)
+class ExecutionSpec:
+    """How trials are executed; changing these never changes what a study measures (not in the hash)."""
+
+    max_retries: int = 1
+    heartbeat_interval: int = 30
+    grace_period: int = 120
+
+
+@dataclass(frozen=True)
 class StudySpec:
     """A whole study: model, tasks, grid, protocol, learning-rate search."""
 
@@ -101,6 +111,7 @@ class StudySpec:
     model: ModelSpec = field(default_factory=ModelSpec)
     training: TrainingSpec = field(default_factory=TrainingSpec)
     lr_search: LRSearchSpec = field(default_factory=LRSearchSpec)
+    execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     primary_metric: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     version: int = SPEC_VERSION
@@ -115,9 +126,21 @@ class StudySpec:
 
     @property
     def spec_hash(self) -> str:
-        """sha256 of the canonical JSON form: two specs that mean the same thing hash the same."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """sha256 of the canonical JSON form: two specs that mean the same thing hash the same.
+
+        ``execution`` (retries, heartbeats) is left out: it changes how cells run, not what they measure.
+        """
+        meaning = {k: v for k, v in self.to_dict().items() if k != "execution"}
+        canonical = json.dumps(meaning, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any], source: str = "<stored spec>") -> StudySpec:
+        """Rebuild (and re-validate) a spec from :meth:`to_dict` output, e.g. the copy kept in a study."""
+        plain = json.loads(json.dumps(dict(data)))  # tuples -> lists, as TOML gives them
+        raw = {k: v for k, v in plain.items() if k != "primary_metric"}
+        raw["metrics"] = {"primary": dict(data.get("primary_metric", {}))}
+        return parse_spec(raw, source=source)
 
     def metric_for(self, task: str) -> str:
         """The primary metric of ``task`` in this study (the spec's choice, else the task's first)."""
@@ -139,7 +162,11 @@ def load_spec(path: str | Path) -> StudySpec:
 def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
     """Validate plain data (a parsed TOML document) into a :class:`StudySpec`."""
     p = _Parser(source)
-    p.keys(raw, "", {"version", "name", "description", "tasks", "model", "grid", "training", "lr_search", "metrics"})
+    p.keys(
+        raw,
+        "",
+        {"version", "name", "description", "tasks", "model", "grid", "training", "lr_search", "metrics", "execution"},
+    )
     version = p.integer(raw.get("version", SPEC_VERSION), "version", low=1)
     if version > SPEC_VERSION:
         raise SpecError(
@@ -223,13 +250,26 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
                 "`lr_search.mode = 'full-model'` searches on the full model, so `grid.frozen_layers` must "
                 f"contain 0, but got frozen_layers={list(frozen)} ({source})."
             )
-    elif "rates" in lr_raw:
+    elif lr_raw.get("rates"):
         raise p.fail("`lr_search.rates` is set but `lr_search.mode` is 'none'; set a mode or drop the rates")
     lr_search = LRSearchSpec(
         mode=mode,
         rates=rates,
         select_metric=p.choice(lr_raw.get("select_metric", "heldout"), "lr_search.select_metric", SELECT_METRICS),
     )
+
+    ex = p.table(raw, "execution")
+    p.keys(ex, "execution.", set(ExecutionSpec.__dataclass_fields__))
+    execution = ExecutionSpec(
+        max_retries=p.integer(ex.get("max_retries", 1), "execution.max_retries", low=0),
+        heartbeat_interval=p.integer(ex.get("heartbeat_interval", 30), "execution.heartbeat_interval", low=1),
+        grace_period=p.integer(ex.get("grace_period", 120), "execution.grace_period", low=1),
+    )
+    if execution.grace_period <= execution.heartbeat_interval:
+        raise p.fail(
+            "`execution.grace_period` must be > `execution.heartbeat_interval`, but got "
+            f"grace_period={execution.grace_period}, heartbeat_interval={execution.heartbeat_interval}"
+        )
 
     metrics_raw = p.table(raw, "metrics")
     p.keys(metrics_raw, "metrics.", {"primary"})
@@ -249,6 +289,7 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
         model=model,
         training=training,
         lr_search=lr_search,
+        execution=execution,
         primary_metric=primary,
         description=p.string(raw.get("description", ""), "description"),
         version=version,

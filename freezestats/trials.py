@@ -53,7 +53,12 @@ HEARTBEAT_INTERVAL = 30
 GRACE_PERIOD = 120
 
 
-def open_storage(url: str, must_exist: bool = False) -> optuna.storages.BaseStorage:
+def open_storage(
+    url: str,
+    must_exist: bool = False,
+    heartbeat_interval: int = HEARTBEAT_INTERVAL,
+    grace_period: int = GRACE_PERIOD,
+) -> optuna.storages.BaseStorage:
     """Optuna storage for ``url``; RDB URLs get heartbeats so trials of a dead worker are detected.
 
     ``must_exist`` is for commands that only read (status, export): they must not create an empty
@@ -80,8 +85,8 @@ def open_storage(url: str, must_exist: bool = False) -> optuna.storages.BaseStor
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are stable
                 return optuna.storages.RDBStorage(
                     url,
-                    heartbeat_interval=HEARTBEAT_INTERVAL,
-                    grace_period=GRACE_PERIOD,
+                    heartbeat_interval=heartbeat_interval,
+                    grace_period=grace_period,
                     engine_kwargs=_engine_kwargs(url),
                 )
         except Exception as err:  # SQLAlchemy raises driver-specific errors for the same miss
@@ -145,7 +150,7 @@ def cell_distributions(spec: StudySpec) -> dict[str, optuna.distributions.BaseDi
         "train_size": IntDistribution(1, 10**9),
         "subset_draw": IntDistribution(0, 10**6),
         "seed": IntDistribution(0, 2**32),
-        "learning_rate": FloatDistribution(1e-12, 10.0, log=True),
+        "learning_rate": FloatDistribution(1e-12, 1e12, log=True),
     }
 
 

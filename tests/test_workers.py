@@ -1,0 +1,101 @@
+"""Several workers on one study, and failing trials: every cell ends with exactly one COMPLETE trial."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from _factories import simple_spec, write_spec
+from optuna.trial import TrialState
+
+from freezestats.cli import main
+from freezestats.results import cell_status
+from freezestats.trials import load_study, open_storage
+
+
+def _spec(tmp_path: Path, model: Path, **override) -> Path:
+    base = {
+        "grid": {"frozen_layers": [0, 1, 2], "train_sizes": [32, 64], "seeds": [1, 2]},
+        "training": {"epochs": 1, "eval_every_epochs": 1, "max_length": 64},
+    }
+    for key, value in override.items():
+        base[key] = {**base.get(key, {}), **value}
+    return write_spec(tmp_path, simple_spec(model=str(model), **base))
+
+
+def _complete_per_cell(storage: str) -> Counter:
+    study = load_study(open_storage(storage), None)
+    return Counter(t.user_attrs["cell_key"] for t in study.get_trials(states=(TrialState.COMPLETE,)))
+
+
+def test_two_local_workers_on_sqlite_run_every_cell_exactly_once(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec(tmp_path, tiny_model)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    args = ["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]
+    assert main([*args, "--workers", "2"]) == 0
+    assert "12/12 cells complete, 0 failed, 12 trials run now" in capsys.readouterr().out
+    counts = _complete_per_cell(storage)
+    assert len(counts) == 12 and set(counts.values()) == {1}
+    study = load_study(open_storage(storage), None)
+    assert len({t.user_attrs["cell_key"] for t in study.get_trials()}) == 12
+    assert all(t.state == TrialState.COMPLETE for t in study.get_trials() if "cell_key" in t.user_attrs)
+
+
+def test_enqueue_only_then_independent_workers(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    spec = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0, 2], "train_sizes": [32], "seeds": [1, 2, 3]})
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert main(["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--enqueue-only"]) == 0
+    study = load_study(open_storage(storage), None)
+    assert [t.state for t in study.get_trials()] == [TrialState.WAITING] * 6
+    env = {**os.environ, "FREEZESTATS_DATA": str(glue_dir)}
+    worker = [sys.executable, "-m", "freezestats", "worker", "--storage", storage, "--no-progress"]
+    procs = [subprocess.Popen(worker, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    ran = [int(o.split(" trials run now")[0].rsplit(" ", 1)[-1]) for o in outputs]
+    assert sum(ran) == 6
+    counts = _complete_per_cell(storage)
+    assert len(counts) == 6 and set(counts.values()) == {1}
+
+
+def test_a_failing_cell_is_retried_then_reported_and_the_rest_completes(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A diverging regression run (NaN loss) fails; it is retried max_retries times, then reported."""
+    raw = simple_spec(
+        model=str(tiny_model),
+        tasks=["stsb"],
+        grid={"frozen_layers": [0, 2], "train_sizes": [64], "seeds": [1]},
+        training={"epochs": 2, "eval_every_epochs": 1, "learning_rate": 1e12, "max_grad_norm": 0.0, "max_length": 64},
+        execution={"max_retries": 2},
+    )
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    code = main(
+        [
+            "run",
+            "--study",
+            str(write_spec(tmp_path, raw)),
+            "--storage",
+            storage,
+            "--data-dir",
+            str(glue_dir),
+            "--no-progress",
+        ]
+    )
+    out = capsys.readouterr().out
+    study = load_study(open_storage(storage), None)
+    status = cell_status(study).set_index("cell")
+    full = status.loc["stsb|frozen=0|n=64|draw=0|seed=1"]
+    assert full.status == "failed" and full.attempts == 3  # first try + max_retries=2
+    assert "training loss became" in full.fail_reason
+    assert code == 1 and "1 failed" in out
+    head_only = status.loc["stsb|frozen=2|n=64|draw=0|seed=1"]  # only the head trains: it stays finite
+    assert head_only.status == "done" and head_only.attempts == 1
+    assert main(["status", "--storage", storage]) == 0
+    assert "training loss became" in capsys.readouterr().out
