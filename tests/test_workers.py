@@ -99,3 +99,53 @@ def test_a_failing_cell_is_retried_then_reported_and_the_rest_completes(
     assert head_only.status == "done" and head_only.attempts == 1
     assert main(["status", "--storage", storage]) == 0
     assert "training loss became" in capsys.readouterr().out
+
+
+def test_a_worker_killed_mid_trial_is_detected_and_its_cell_rerun(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path
+) -> None:
+    """SIGKILL leaves a RUNNING trial; without heartbeats it is failed after the grace period and re-run."""
+    import signal
+    import sqlite3
+    import time
+
+    spec = _spec(
+        tmp_path,
+        tiny_model,
+        grid={"frozen_layers": [0, 2], "train_sizes": [200, 400], "seeds": [1]},
+        training={"epochs": 3},
+        execution={"heartbeat_interval": 1, "grace_period": 3},
+    )
+    db = tmp_path / "study.db"
+    storage = f"sqlite:///{db}"
+    env = {**os.environ, "FREEZESTATS_DATA": str(glue_dir)}
+    command = [sys.executable, "-m", "freezestats", "run", "--study", str(spec), "--storage", storage, "--no-progress"]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, states = time.monotonic() + 240, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.3)
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                states = [row[0] for row in con.execute("SELECT state FROM trials ORDER BY number")]
+        except sqlite3.Error:
+            continue
+        if "COMPLETE" in states and "RUNNING" in states:
+            break
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    study = load_study(open_storage(storage), None)
+    (killed,) = [t for t in study.get_trials() if t.state == TrialState.RUNNING]
+    done_before = {t.number for t in study.get_trials(states=(TrialState.COMPLETE,))}
+
+    time.sleep(4)  # longer than the grace period: the killed trial's heartbeat is stale now
+    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    counts = _complete_per_cell(storage)
+    assert len(counts) == 4 and set(counts.values()) == {1}
+    study = load_study(open_storage(storage), None)
+    after = {t.number: t for t in study.get_trials()}
+    assert after[killed.number].state == TrialState.FAIL  # the stale trial was failed, never completed late
+    assert done_before <= {n for n, t in after.items() if t.state == TrialState.COMPLETE}  # nothing overwritten
+    status = cell_status(study).set_index("cell").loc[killed.user_attrs["cell_key"]]
+    assert status.status == "done" and status.attempts == 2
