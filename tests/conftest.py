@@ -50,3 +50,18 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory):
+    """A real PostgreSQL server on 127.0.0.1 for this session (skipped, visibly, when not installed)."""
+    from _postgres import PostgresServer, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (Debian package postgresql; .ci/run installs it)")
+    pytest.importorskip("psycopg2", reason="psycopg2-binary is not installed (pip install -e '.[test]')")
+    server = PostgresServer(bin_dir, tmp_path_factory.mktemp("postgres"))
+    server.start()
+    yield server.url
+    server.stop()

@@ -149,3 +149,40 @@ def test_a_worker_killed_mid_trial_is_detected_and_its_cell_rerun(
     assert done_before <= {n for n, t in after.items() if t.state == TrialState.COMPLETE}  # nothing overwritten
     status = cell_status(study).set_index("cell").loc[killed.user_attrs["cell_key"]]
     assert status.status == "done" and status.attempts == 2
+
+
+def test_four_workers_on_postgresql_run_every_cell_exactly_once(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, postgres_url: str
+) -> None:
+    spec = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0, 1, 2], "train_sizes": [32, 64], "seeds": [1, 2, 3]})
+    args = ["run", "--study", str(spec), "--storage", postgres_url, "--data-dir", str(glue_dir), "--no-progress"]
+    assert main([*args, "--enqueue-only"]) == 0
+    env = {**os.environ, "FREEZESTATS_DATA": str(glue_dir)}
+    worker = [
+        sys.executable,
+        "-m",
+        "freezestats",
+        "worker",
+        "--storage",
+        postgres_url,
+        "--no-progress",
+        "--artifacts",
+        str(tmp_path / "artifacts"),
+    ]
+    procs = [
+        subprocess.Popen(worker, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outputs
+    ran = [int(o.split(" trials run now")[0].rsplit(" ", 1)[-1]) for o in outputs]
+    assert sum(ran) == 18 and sum(r > 0 for r in ran) >= 2  # the work was shared
+    counts = _complete_per_cell(postgres_url)
+    assert len(counts) == 18 and set(counts.values()) == {1}
+
+
+def test_unreachable_database_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = "postgresql+psycopg2://nobody@127.0.0.1:9/none"  # port 9 (discard): nothing listens there
+    assert main(["status", "--storage", url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("freezestats status: error: Cannot open the study storage") and "\n" not in err
