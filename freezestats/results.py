@@ -136,8 +136,9 @@ def export_results(storage: str, output: str | Path, study_name: str | None = No
             table.to_csv(partial, index=False)
         partial.replace(output)  # atomic: an interrupted export never leaves a half-written file behind
     except OSError as err:
-        partial.unlink(missing_ok=True)
         raise StorageError(f"Cannot write {output}: {err.strerror or err}.") from err
+    finally:
+        partial.unlink(missing_ok=True)  # only left over when writing failed or was interrupted
     return table
 
 
