@@ -107,6 +107,7 @@ class _Run(_Command):
         parser.add_argument("--enqueue-only", action="store_true", help="create the study and its cells; run nothing")
         parser.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: this one)")
         parser.add_argument("--devices", help="comma-separated devices for the workers, e.g. cuda:0,cuda:1")
+        parser.add_argument("--extend", action="store_true", help="the spec adds grid values to an existing study")
 
     def take_action(self, args: argparse.Namespace) -> int:
         from freezestats.runner import run_study
@@ -128,6 +129,7 @@ class _Run(_Command):
             enqueue_only=args.enqueue_only,
             workers=args.workers,
             devices=args.devices.split(",") if args.devices else None,
+            extend=args.extend,
         )
         if args.enqueue_only:
             print(

@@ -142,6 +142,7 @@ def run_study(
     enqueue_only: bool = False,
     workers: int = 1,
     devices: Sequence[str] | None = None,
+    extend: bool = False,
 ) -> RunReport:
     """Run (or resume) the study described by ``spec`` in ``storage``.
 
@@ -152,7 +153,7 @@ def run_study(
     started = time.perf_counter()
     prepared = prepared or prepare_study(spec, data_dir)
     backend = open_storage(storage, **_heartbeat(spec))
-    study = create_or_load_study(backend, spec)
+    study = create_or_load_study(backend, spec, extend=extend)
     artifacts = Path(artifact_dir) if artifact_dir else artifact_dir_for(storage)
     _store_study_attrs(study, prepared, artifacts)
     _fail_stale(study)
@@ -537,6 +538,9 @@ def _store_study_attrs(study: optuna.Study, prepared: PreparedStudy, artifacts: 
         stored = study.user_attrs.get(key)
         if stored is None:
             set_user_attrs(study, {key: value})
+        elif key.startswith("subsets:") and all(value.get(size) == idx for size, idx in stored.items()):
+            if set(value) != set(stored):  # an extended grid adds sizes; the stored ones must not change
+                set_user_attrs(study, {key: {**stored, **value}})
         elif stored != value:
             raise StorageError(
                 f"The stored train subsets or validation halves of study '{study.study_name}' ({key}) differ from "

@@ -109,21 +109,63 @@ def artifact_dir_for(url: str) -> Path:
     return Path("freezestats-artifacts").resolve()
 
 
-def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec) -> optuna.Study:
-    """The study named after the spec; an existing one must have been created from the same spec."""
+def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec, extend: bool = False) -> optuna.Study:
+    """The study named after the spec; an existing one must have been created from the same spec.
+
+    With ``extend``, the spec may add values to the grid (tasks, frozen levels, sizes, seeds, subset
+    draws) and nothing else: the stored spec is replaced, its predecessors are kept in
+    ``spec_history``, and only the new cells will run.
+    """
     study = optuna.create_study(storage=storage, study_name=spec.name, direction="maximize", load_if_exists=True)
     stored_hash = study.user_attrs.get(SPEC_HASH_ATTR)
     if stored_hash is None:
         study.set_user_attr(SPEC_ATTR, spec.to_dict())
         study.set_user_attr(SPEC_HASH_ATTR, spec.spec_hash)
     elif stored_hash != spec.spec_hash:
-        changes = _diff(study.user_attrs.get(SPEC_ATTR, {}), spec.to_dict())
-        raise StorageError(
-            f"Study '{spec.name}' already exists in this storage with a different spec; refusing to mix "
-            f"results. Changed: {'; '.join(changes) or 'unknown'}. Give the study a new `name` or use another "
-            f"storage."
-        )
+        stored = study.user_attrs.get(SPEC_ATTR, {})
+        new = json.loads(json.dumps(spec.to_dict()))
+        changes = _diff(stored, new)
+        if not extend:
+            raise StorageError(
+                f"Study '{spec.name}' already exists in this storage with a different spec; refusing to mix "
+                f"results. Changed: {'; '.join(changes) or 'unknown'}. Give the study a new `name`, use another "
+                f"storage, or pass --extend if the change only adds grid values."
+            )
+        problems = _not_an_extension(stored, new)
+        if problems:
+            raise StorageError(
+                f"--extend may only add grid values (tasks, frozen_layers, train_sizes, seeds, subset_draws) to "
+                f"study '{spec.name}', but: {'; '.join(problems)}."
+            )
+        history = [*study.user_attrs.get("spec_history", []), {"spec": stored, "spec_hash": stored_hash}]
+        study.set_user_attr("spec_history", history)
+        study.set_user_attr(SPEC_ATTR, new)
+        study.set_user_attr(SPEC_HASH_ATTR, spec.spec_hash)
     return study
+
+
+def _not_an_extension(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What in ``new`` is more than adding grid values to ``old`` (empty when it is an extension)."""
+    problems = []
+    grid_lists = {"tasks": (old["tasks"], new["tasks"])}
+    grid_lists.update(
+        {f"grid.{k}": (old["grid"][k], new["grid"][k]) for k in ("frozen_layers", "train_sizes", "seeds")}
+    )
+    for key, (before, after) in grid_lists.items():
+        removed = [v for v in before if v not in after]
+        if removed:
+            problems.append(f"{key} drops {removed}")
+    if new["grid"]["subset_draws"] < old["grid"]["subset_draws"]:
+        problems.append(f"grid.subset_draws shrinks from {old['grid']['subset_draws']}")
+    for key in sorted(set(old) | set(new)):
+        if key in ("tasks", "grid", "description", "execution"):
+            continue
+        if key == "primary_metric":
+            changed = [t for t in old.get(key, {}) if old[key].get(t) != new.get(key, {}).get(t)]
+            problems.extend(f"primary_metric.{t} changes" for t in changed)
+        elif old.get(key) != new.get(key):
+            problems.extend(_diff({key: old.get(key)}, {key: new.get(key)}))
+    return problems
 
 
 def load_study(storage: optuna.storages.BaseStorage, study_name: str | None) -> optuna.Study:

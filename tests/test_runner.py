@@ -307,3 +307,35 @@ def test_per_cell_lr_search_reuses_the_search_runs(tmp_path: Path, tiny_model: P
         assert chosen == best
     assert grid.reused_from_trial.notna().all()  # every grid cell is one of its search runs
     assert len(load_study(open_storage(storage), None).get_trials()) == 6
+
+
+def test_extend_adds_only_the_new_cells(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    small = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0], "train_sizes": [32], "seeds": [1]})
+    assert _run(["run", "--study", str(small), "--storage", storage], glue_dir) == 0
+    first = {t.user_attrs["cell_key"]: t.number for t in load_study(open_storage(storage), None).get_trials()}
+
+    bigger = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1]})
+    assert _run(["run", "--study", str(bigger), "--storage", storage], glue_dir) == 2
+    assert "pass --extend if the change only adds grid values" in capsys.readouterr().err
+    assert _run(["run", "--study", str(bigger), "--storage", storage, "--extend"], glue_dir) == 0
+    assert "4/4 cells complete, 0 failed, 3 trials run now" in capsys.readouterr().out
+    study = load_study(open_storage(storage), None)
+    after = {t.user_attrs["cell_key"]: t.number for t in study.get_trials()}
+    assert len(after) == 4 and all(after[k] == n for k, n in first.items())  # the old cell was not re-run
+    assert set(study.user_attrs["subsets:sst2:draw=0"]) == {"32", "64"}
+    assert len(study.user_attrs["spec_history"]) == 1
+
+    changed = _spec(
+        tmp_path,
+        tiny_model,
+        grid={"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1]},
+        training={"epochs": 2},
+    )
+    assert _run(["run", "--study", str(changed), "--storage", storage, "--extend"], glue_dir) == 2
+    assert "--extend may only add grid values" in capsys.readouterr().err
+    fewer = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0], "train_sizes": [32, 64], "seeds": [1]})
+    assert _run(["run", "--study", str(fewer), "--storage", storage, "--extend"], glue_dir) == 2
+    assert "grid.frozen_layers drops [2]" in capsys.readouterr().err
