@@ -50,6 +50,7 @@ from freezestats.trials import (
     is_enqueued_cell,
     load_study,
     open_storage,
+    requeue,
     set_user_attrs,
     suggest_cell,
     trials_by_cell,
@@ -211,7 +212,8 @@ def work_study(
 
 
 def _heartbeat(spec: StudySpec) -> dict[str, int]:
-    return {"heartbeat_interval": spec.execution.heartbeat_interval, "grace_period": spec.execution.grace_period}
+    ex = spec.execution
+    return {"heartbeat_interval": ex.heartbeat_interval, "grace_period": ex.grace_period, "max_retries": ex.max_retries}
 
 
 def _fail_stale(study: optuna.Study) -> None:
@@ -418,11 +420,13 @@ class _Runner:
             record = self._run_cell(cell, trial)
         except KeyboardInterrupt:
             trial.set_user_attr("fail_reason", INTERRUPTED)
+            requeue(self.study, trial, self.spec.execution.max_retries, counted=False)
             raise
         except Exception as err:
             reason = f"{type(err).__name__}: {err}"[:2000]
             trial.set_user_attr("fail_reason", reason)
-            self.progress.note(f"trial {trial.number} ({cell.key}) failed: {reason}")
+            again = requeue(self.study, trial, self.spec.execution.max_retries)
+            self.progress.note(f"trial {trial.number} ({cell.key}) failed: {reason}" + (" (retrying)" if again else ""))
             raise
         set_user_attrs(trial, record)
         return float(record["best_dev"])

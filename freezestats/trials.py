@@ -20,7 +20,7 @@ import json
 import os
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ def open_storage(
     must_exist: bool = False,
     heartbeat_interval: int = HEARTBEAT_INTERVAL,
     grace_period: int = GRACE_PERIOD,
+    max_retries: int | None = None,
 ) -> optuna.storages.BaseStorage:
     """Optuna storage for ``url``; RDB URLs get heartbeats so trials of a dead worker are detected.
 
@@ -87,6 +88,7 @@ def open_storage(
                     url,
                     heartbeat_interval=heartbeat_interval,
                     grace_period=grace_period,
+                    failed_trial_callback=None if max_retries is None else _requeue_stale(max_retries),
                     engine_kwargs=_engine_kwargs(url),
                 )
         except Exception as err:  # SQLAlchemy raises driver-specific errors for the same miss
@@ -94,6 +96,15 @@ def open_storage(
                 continue  # another process created the schema at the same moment; now it exists
             raise StorageError(f"Cannot open the study storage {url}: {str(err).splitlines()[0]}") from err
     raise AssertionError("unreachable")
+
+
+def _requeue_stale(max_retries: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Optuna calls this once per trial it fails for a lost heartbeat: the cell goes back in the queue."""
+
+    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+        requeue(study, trial, max_retries)
+
+    return callback
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -259,6 +270,26 @@ def enqueue_cells(study: optuna.Study, cells: Iterable[Cell], max_retries: int =
         study.enqueue_trial(cell.params(), user_attrs={"cell_key": cell.key, "role": cell.role.value})
         added.append(cell)
     return added
+
+
+def requeue(study: optuna.Study, trial: FrozenTrial | optuna.Trial, max_retries: int, counted: bool = True) -> bool:
+    """Enqueue ``trial``'s cell again if it has retries left; returns whether it did.
+
+    Called by the one process that owns the failure (the worker whose trial raised, or the one whose
+    ``fail_stale_trials`` call failed a dead worker's trial), so a cell is never enqueued twice.
+    """
+    key = trial.user_attrs.get("cell_key")
+    if key is None:
+        return False
+    others = [t for t in trials_by_cell(study).get(key, []) if t.number != trial.number]
+    if any(t.state in (TrialState.COMPLETE, TrialState.WAITING) for t in others):
+        return False
+    failures = sum(counts_as_retry(t) for t in others) + (1 if counted else 0)
+    if failures > max_retries:
+        return False
+    params = trial.params or trial.system_attrs.get("fixed_params", {})
+    study.enqueue_trial(dict(params), user_attrs={"cell_key": key, "role": trial.user_attrs.get("role", "grid")})
+    return True
 
 
 def copy_trial(study: optuna.Study, source: FrozenTrial, cell: Cell, spec: StudySpec) -> None:
