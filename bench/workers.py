@@ -67,6 +67,7 @@ def run(workers: int, url: str, spec: Path, env: dict[str, str], folder: Path) -
         str(folder / "artifacts"),
     ]
     started = time.perf_counter()
+    env = {**env, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}  # as `run --workers` does
     procs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(workers)]
     for p in procs:
         p.wait()

@@ -10,6 +10,7 @@ resumes: COMPLETE cells are kept, interrupted ones are enqueued again.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform
 import re
 import signal
@@ -279,8 +280,12 @@ class _WorkerPool:
 
     def run(self, poll: Callable[[], None]) -> int:
         """Start the workers, call ``poll`` while they run, return how many trials they ran."""
+        env = dict(os.environ)
+        # N workers on one machine share its cores: without this, each would start one thread per core.
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(self.commands))))
         procs = [
-            subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in self.commands
+            subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            for c in self.commands
         ]
         try:
             while any(p.poll() is None for p in procs):

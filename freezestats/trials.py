@@ -88,7 +88,7 @@ def open_storage(
                     url,
                     heartbeat_interval=heartbeat_interval,
                     grace_period=grace_period,
-                    failed_trial_callback=None if max_retries is None else _requeue_stale(max_retries),
+                    heartbeat_stale_trial_callback=None if max_retries is None else _requeue_stale(max_retries),
                     engine_kwargs=_engine_kwargs(url),
                 )
         except Exception as err:  # SQLAlchemy raises driver-specific errors for the same miss
