@@ -183,6 +183,55 @@ class _Worker(_Command):
         return _finish(report, args.storage)
 
 
+class _Analyze(_Command):
+    name = "analyze"
+    help = "fit the statistical models of a study and write tidy tables + analysis.json"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        source = parser.add_mutually_exclusive_group()
+        source.add_argument("--storage", help="Optuna storage URL of the study")
+        source.add_argument("--results", help="a table written by `freezestats export` (.parquet or .csv)")
+        parser.add_argument("--study-name", help="needed when the storage holds several studies")
+        parser.add_argument("--model", default="mixed", help="mixed (default), glmm or ols")
+        parser.add_argument("--metric", default="best_dev", help="response: best_dev (default), final_dev, heldout")
+        parser.add_argument("--task", action="append", help="analyse only this task (repeatable)")
+        parser.add_argument("--reference", type=int, default=0, help="frozen level to compare with (default 0)")
+        parser.add_argument("--margin", type=float, help="equivalence margin for TOST, e.g. 0.01")
+        parser.add_argument("--adjust", default="holm", help="holm (default), dunnett, bonferroni or none")
+        parser.add_argument("--delta", type=float, help="difference for the power analysis (default: margin or 0.02)")
+        parser.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
+        parser.add_argument("-o", "--output", default="analysis", help="output folder (default ./analysis)")
+        parser.add_argument("--json", action="store_true", help="print analysis.json instead of the summary")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.analysis import analyze, load_results, summary_lines, write_analysis
+
+        storage = args.storage
+        if storage is None and args.results is None:
+            from freezestats.trials import DEFAULT_STORAGE
+
+            storage = DEFAULT_STORAGE
+        table = load_results(storage, args.results, args.study_name)
+        analysis = analyze(
+            table,
+            model=args.model,
+            response=args.metric,
+            tasks=args.task,
+            reference=args.reference,
+            margin=args.margin,
+            adjust=args.adjust,
+            delta=args.delta,
+            n_boot=args.n_boot,
+        )
+        path = write_analysis(analysis, args.output)
+        if args.json:
+            print(path.read_text())
+        else:
+            print("\n".join(summary_lines(analysis)))
+            print(f"Tables and analysis.json in {args.output}/")
+        return 0
+
+
 class _Status(_Command):
     name = "status"
     help = "per-cell progress of a study: done / running / waiting / failed"
@@ -237,7 +286,7 @@ class _Export(_Command):
         return 0
 
 
-_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Worker(), _Status(), _Export())
+_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Worker(), _Status(), _Export(), _Analyze())
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,0 +1,244 @@
+"""Analyse a results table: every statistic the report needs, per task, as named tidy tables.
+
+This is the stage between the results table and the report: ``analyze`` runs the model the user asked
+for (``mixed``, ``glmm`` or ``ols``) with and without failed runs, and the model-free analyses (cell
+summaries, seed spread, failure rates, Lee et al.'s operating point, the comparison with the published
+figures), and keeps every table plus the warnings that came up. ``write_analysis`` stores them as
+parquet + CSV and ``analysis.json``; nothing is rounded here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from freezestats import __version__
+from freezestats.exceptions import ModelFitError
+
+__all__ = ["MODELS", "RESPONSES", "Analysis", "analyze", "load_results", "summary_lines", "write_analysis"]
+
+MODELS = ("mixed", "glmm", "ols")
+RESPONSES = ("best_dev", "final_dev", "heldout")
+RESPONSE_NOTES = {
+    "best_dev": "best validation score during training: the blog's number; the same data selects and scores the "
+    "checkpoint, so it is biased upwards (more so for noisier, smaller-data cells)",
+    "final_dev": "score after the last step: no checkpoint selection, no selection bias",
+    "heldout": "checkpoint selected on one fixed half of the validation set and scored on the other: unbiased",
+}
+
+
+@dataclass
+class Analysis:
+    """Named tables (all tasks stacked, with a ``task`` column), warnings, and the settings used."""
+
+    settings: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, name: str, task: str, table: pd.DataFrame, **labels: str) -> None:
+        table = table.copy()
+        for column, value in {"task": task, **labels}.items():
+            if column not in table.columns:
+                table.insert(0, column, value)
+        self.tables[name] = pd.concat([self.tables[name], table], ignore_index=True) if name in self.tables else table
+
+
+def load_results(
+    storage: str | None = None, results: str | Path | None = None, study_name: str | None = None
+) -> pd.DataFrame:
+    """The results table from a study database or an exported .parquet/.csv file (exactly one of them)."""
+    if (storage is None) == (results is None):
+        raise ModelFitError("Give exactly one of --storage (a study database) or --results (an exported table).")
+    if storage is not None:
+        from freezestats.results import results_table
+        from freezestats.trials import load_study, open_storage
+
+        return results_table(load_study(open_storage(storage, must_exist=True), study_name))
+    path = Path(results)
+    if not path.is_file():
+        raise ModelFitError(f"No results table at {str(path)!r}.")
+    try:
+        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as err:  # pyarrow/pandas raise many types for unreadable files
+        raise ModelFitError(f"Cannot read {path} as a results table: {err}") from err
+
+
+def analyze(
+    data: pd.DataFrame,
+    *,
+    model: str = "mixed",
+    response: str = "best_dev",
+    tasks: list[str] | None = None,
+    reference: int = 0,
+    margin: float | None = None,
+    adjust: str = "holm",
+    delta: float | None = None,
+    n_boot: int = 2000,
+) -> Analysis:
+    """Run every analysis of the study on ``data`` (the results table), one task at a time."""
+    from freezestats import stats
+    from freezestats.stats.failures import failure_model, failure_rates
+    from freezestats.stats.lee import operating_point, relative_scores
+    from freezestats.stats.power import power_by_simulation, seeds_for_power
+    from freezestats.stats.reference import compare_with_reference
+    from freezestats.stats.variance import cell_summary, seed_spread, spread_test
+
+    if model not in MODELS:
+        raise ModelFitError(f"`--model` must be one of {list(MODELS)}, but got {model!r}.")
+    if response not in RESPONSES:
+        raise ModelFitError(f"`--metric` must be one of {list(RESPONSES)}, but got {response!r}.")
+    if margin is not None and not (math.isfinite(margin) and margin > 0):
+        raise ModelFitError(f"`--margin` must be > 0, but got {margin}.")
+    if data is None or len(data) == 0:
+        raise ModelFitError("The results table is empty: run the study first (freezestats run).")
+    missing = [c for c in ("task", "frozen_layers", "train_size", "seed", response) if c not in data.columns]
+    if missing:
+        raise ModelFitError(f"The results table lacks column(s) {missing}; is it a freezestats export?")
+    grid = data[data["role"] == "grid"] if "role" in data.columns else data
+    available = sorted(grid["task"].unique())
+    tasks = tasks or available
+    unknown = [t for t in tasks if t not in available]
+    if unknown:
+        raise ModelFitError(f"Task(s) {unknown} are not in the results table; it has {available}.")
+    result = Analysis(
+        settings={
+            "model": model,
+            "response": response,
+            "response_note": RESPONSE_NOTES[response],
+            "reference": reference,
+            "margin": margin,
+            "adjust": adjust,
+            "delta": delta or margin or 0.02,
+            "tasks": tasks,
+            "n_runs": len(grid),
+            "freezestats_version": __version__,
+        }
+    )
+
+    def attempt(name: str, task: str, make: Callable[[], pd.DataFrame], **labels: str) -> None:
+        try:
+            result.add(name, task, make(), **labels)
+        except ModelFitError as err:
+            result.warnings.append(f"{task}: {name}{' ' + str(labels) if labels else ''} not computed: {err}")
+
+    for task in tasks:
+        one = grid[grid["task"] == task]
+        attempt("cell_summary", task, lambda one=one: cell_summary(one, response))
+        attempt("seed_spread", task, lambda one=one: seed_spread(one, response))
+        attempt("spread_test", task, lambda one=one: spread_test(one, response))
+        attempt("failure_rates", task, lambda one=one: failure_rates(one))
+        attempt("failure_model", task, lambda one=one: failure_model(one, on_separation="nan"))
+        attempt(
+            "relative_scores", task, lambda one=one: relative_scores(one, response, reference=reference, n_boot=n_boot)
+        )
+        attempt(
+            "operating_point", task, lambda one=one: operating_point(one, response, reference=reference, n_boot=n_boot)
+        )
+        attempt("reference_comparison", task, lambda one=one: compare_with_reference(one, response=response))
+        for fit_name, include_failed in (("all_runs", True), ("without_failed", False)):
+            labels = {"fit": fit_name}
+            try:
+                fit = _fit(model, one, response, include_failed)
+            except ModelFitError as err:
+                result.warnings.append(f"{task}: {model} model ({fit_name}) not fitted: {err}")
+                continue
+            result.add("fixed_effects", task, fit.fixed_effects, **labels)
+            result.add("diagnostics", task, _diagnostics_table(fit, model), **labels)
+            result.warnings.extend(f"{task}: {model} ({fit_name}): {w}" for w in fit.diagnostics.warnings)
+            if hasattr(fit, "variance_components"):
+                result.add("variance_components", task, fit.variance_components, **labels)
+            if model == "glmm":
+                continue
+            attempt("emmeans", task, lambda fit=fit: stats.estimated_marginal_means(fit), **labels)
+            attempt("contrasts", task, lambda fit=fit: stats.contrasts_vs_reference(fit, reference, adjust), **labels)
+            if margin is not None:
+                attempt("equivalence", task, lambda fit=fit: stats.equivalence_tests(fit, margin, reference), **labels)
+            if model == "mixed" and fit_name == "all_runs":
+                attempt("power", task, lambda fit=fit: power_by_simulation(fit, result.settings["delta"], n_sim=1000))
+                if "power" in result.tables:
+                    curve = result.tables["power"][result.tables["power"]["task"] == task]
+                    result.settings.setdefault("seeds_for_80pct_power", {})[task] = seeds_for_power(curve)
+        if model in ("mixed", "ols"):
+            attempt("interaction_test", task, lambda one=one: stats.interaction_test(one, response))
+    if not any(name in result.tables for name in ("fixed_effects",)):
+        raise ModelFitError("No model could be fitted: " + " | ".join(result.warnings))
+    return result
+
+
+def _fit(model: str, data: pd.DataFrame, response: str, include_failed: bool) -> Any:
+    from freezestats import stats
+
+    if model == "mixed":
+        return stats.fit_mixed(data, response, include_failed=include_failed)
+    if model == "ols":
+        return stats.fit_ols(data, response, include_failed=include_failed)
+    return stats.fit_glmm(data, include_failed=include_failed)
+
+
+def _diagnostics_table(fit: Any, model: str) -> pd.DataFrame:
+    d = fit.diagnostics
+    row = {k: getattr(d, k) for k in d.__dataclass_fields__ if k not in ("warnings", "library_warnings")}
+    row["warnings"] = " | ".join(d.warnings)
+    row["model"] = model
+    if model == "glmm":
+        row["approximation"] = fit.approximation
+    return pd.DataFrame([row])
+
+
+def write_analysis(analysis: Analysis, out_dir: str | Path) -> Path:
+    """Every table as ``<name>.parquet`` and ``<name>.csv``, plus ``analysis.json``; returns the JSON path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, table in analysis.tables.items():
+        table.to_parquet(out / f"{name}.parquet", index=False)
+        table.to_csv(out / f"{name}.csv", index=False)
+    document = {
+        "settings": analysis.settings,
+        "warnings": analysis.warnings,
+        "tables": {name: json.loads(t.to_json(orient="records")) for name, t in analysis.tables.items()},
+    }
+    path = out / "analysis.json"
+    path.write_text(json.dumps(document, indent=1, default=str))
+    return path
+
+
+def summary_lines(analysis: Analysis) -> list[str]:
+    """A short human summary: the contrasts against full fine-tuning and what the study says."""
+    s = analysis.settings
+    lines = [
+        f"freezestats analyze: {s['model']} model of {s['response']} ({s['n_runs']} runs); "
+        f"{s['response']}: {s['response_note']}."
+    ]
+    contrasts = analysis.tables.get("contrasts")
+    for task in s["tasks"]:
+        lines.append(f"[{task}]")
+        if contrasts is not None:
+            c = contrasts[(contrasts["task"] == task) & (contrasts["fit"] == "all_runs")]
+            for size, group in c.groupby("train_size"):
+                parts = [
+                    f"{int(r.frozen_layers)}: {r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] p_adj={r.p_adj:.3g}"
+                    for r in group.itertuples()
+                ]
+                lines.append(f"  n={size}: frozen vs {s['reference']} → " + "; ".join(parts))
+        inter = analysis.tables.get("interaction_test")
+        if inter is not None and (inter["task"] == task).any():
+            r = inter[inter["task"] == task].iloc[0]
+            lines.append(f"  frozen × size interaction: LR={r.lr_stat:.2f}, df={int(r.df)}, p={r.p_val:.3g}")
+        op = analysis.tables.get("operating_point")
+        if op is not None and (op["task"] == task).any():
+            parts = [
+                f"n={int(r.train_size)}: {r.trainable_layers} trainable [{r.ci_low}, {r.ci_high}]"
+                for r in op[op["task"] == task].itertuples()
+            ]
+            lines.append("  90% of full quality: " + "; ".join(parts))
+        n80 = s.get("seeds_for_80pct_power", {}).get(task)
+        if "power" in analysis.tables:
+            lines.append(f"  seeds per cell for 80% power at Δ={s['delta']}: {n80 if n80 else '> 20'}")
+    lines.extend(f"warning: {w}" for w in analysis.warnings)
+    return lines

@@ -1,0 +1,58 @@
+"""Statistics of a results table (the "models" stage): one function per analysis, tidy DataFrames out.
+
+Each analysis takes the long results table (one row per run, as ``freezestats export`` writes it) or a
+fit, and returns a tidy DataFrame or a frozen fit object; nothing here prints or rounds. Modules: ``models``
+(mixed / OLS / GLMM fits, the interaction test), ``emm`` (marginal means, contrasts, equivalence),
+``variance`` (cell summaries, seed spread, Brown–Forsythe), ``failures`` (failure rates and model),
+``lee`` (relative quality, the 90% operating point), ``power``, ``reference`` (the published figures) and
+``simulate`` (blog-shaped tables with known effects).
+"""
+
+from __future__ import annotations
+
+from freezestats.stats.emm import contrasts_vs_reference, equivalence_tests, estimated_marginal_means
+from freezestats.stats.failures import failure_model, failure_rates
+from freezestats.stats.lee import operating_point, relative_scores
+from freezestats.stats.models import (
+    FitDiagnostics,
+    FixedEffectsFit,
+    GlmmFit,
+    MixedFit,
+    OlsFit,
+    fit_glmm,
+    fit_mixed,
+    fit_ols,
+    interaction_test,
+)
+from freezestats.stats.power import power_by_simulation, seeds_for_power
+from freezestats.stats.reference import compare_with_reference, load_reference
+from freezestats.stats.simulate import simulate_results, true_cell_means
+from freezestats.stats.variance import cell_summary, seed_spread, spread_test
+
+__all__ = [
+    "FitDiagnostics",
+    "FixedEffectsFit",
+    "GlmmFit",
+    "MixedFit",
+    "OlsFit",
+    "cell_summary",
+    "compare_with_reference",
+    "contrasts_vs_reference",
+    "equivalence_tests",
+    "estimated_marginal_means",
+    "failure_model",
+    "failure_rates",
+    "fit_glmm",
+    "fit_mixed",
+    "fit_ols",
+    "interaction_test",
+    "load_reference",
+    "operating_point",
+    "power_by_simulation",
+    "relative_scores",
+    "seed_spread",
+    "seeds_for_power",
+    "simulate_results",
+    "spread_test",
+    "true_cell_means",
+]

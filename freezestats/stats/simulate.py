@@ -1,0 +1,250 @@
+"""Simulated results tables with known effects, for checking that the statistics recover the truth.
+
+:func:`simulate_results` returns a table with the runner's columns (:data:`freezestats.results.RESULT_COLUMNS`)
+whose responses follow the random-intercept model that :func:`freezestats.stats.fit_mixed` fits, with a cell-mean
+table you choose (or the published blog means); :func:`true_cell_means` returns that table, so a test can compare
+estimates with the truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+
+import numpy as np
+import pandas as pd
+
+from freezestats._resources import bundled_path
+from freezestats.results import RESULT_COLUMNS
+
+__all__ = ["simulate_results", "true_cell_means"]
+
+BLOG_FROZEN_LEVELS: tuple[int, ...] = (-1, 0, 2, 4, 8, 10, 12)
+BLOG_TRAIN_SIZES: tuple[int, ...] = (50, 100, 200, 500, 1000)
+
+# Share of the majority class in the GLUE validation split: SST-2 444/872, CoLA 721/1043. The blog's
+# collapsed runs score exactly these values (0.509, 0.691).
+_MAJORITY_BASELINE = {"sst2": 444 / 872, "cola": 721 / 1043}
+
+Effects = float | Mapping[tuple[int, int], float] | pd.DataFrame | None
+
+
+@cache
+def _blog_means() -> pd.DataFrame:
+    return pd.read_csv(bundled_path("data/reference/blog2020_roberta_base.csv"))
+
+
+def true_cell_means(
+    effects: Effects = None,
+    *,
+    tasks: Sequence[str] = ("sst2",),
+    frozen_levels: Sequence[int] = BLOG_FROZEN_LEVELS,
+    train_sizes: Sequence[int] = BLOG_TRAIN_SIZES,
+) -> pd.DataFrame:
+    """The true mean response of every (task, frozen_layers, train_size) cell of a simulated table.
+
+    Parameters
+    ----------
+    effects
+        ``None`` (default): the per-cell means of the published blog summary
+        (``data/reference/blog2020_roberta_base.csv``, RoBERTa-base, 5 seeds per cell) for each task; every
+        requested cell must be in it (tasks ``sst2`` and ``cola``, the levels of :data:`BLOG_FROZEN_LEVELS` and
+        :data:`BLOG_TRAIN_SIZES`). A float: the same mean in every cell (a null model, for type-I-error checks).
+        A mapping ``{(frozen_layers, train_size): mean}`` used for every task. A DataFrame with columns
+        ``frozen_layers, train_size, true_mean`` and optionally ``task``.
+    tasks, frozen_levels, train_sizes
+        The grid.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell, sorted by ``task, train_size, frozen_layers``, with columns
+
+        * ``task`` (str)
+        * ``frozen_layers`` (int)
+        * ``train_size`` (int)
+        * ``true_mean`` (float): expected ``best_dev``, ``final_dev`` and ``heldout`` of a run in the cell that
+          did not fail (see :func:`simulate_results` for what clipping and failures do to it).
+
+    Raises
+    ------
+    ValueError
+        A requested cell has no mean in ``effects``, or a mean is outside ``[0, 1]``.
+    """
+    grid = pd.DataFrame(
+        [(t, int(k), int(n)) for t in tasks for n in train_sizes for k in frozen_levels],
+        columns=["task", "frozen_layers", "train_size"],
+    )
+    if effects is None:
+        table = _blog_means().rename(columns={"mean": "true_mean"})[
+            ["task", "frozen_layers", "train_size", "true_mean"]
+        ]
+        source = "the blog reference (data/reference/blog2020_roberta_base.csv)"
+    elif isinstance(effects, (int, float)):
+        table = grid.assign(true_mean=float(effects))
+        source = "effects"
+    elif isinstance(effects, pd.DataFrame):
+        table = effects
+        if "task" not in table.columns:
+            table = grid[["task"]].drop_duplicates().merge(table, how="cross")
+        source = "effects"
+    else:
+        rows = [(k, n, float(m)) for (k, n), m in effects.items()]
+        table = (
+            grid[["task"]]
+            .drop_duplicates()
+            .merge(pd.DataFrame(rows, columns=["frozen_layers", "train_size", "true_mean"]), how="cross")
+        )
+        source = "effects"
+    truth = grid.merge(table[["task", "frozen_layers", "train_size", "true_mean"]], how="left")
+    missing = truth[truth["true_mean"].isna()]
+    if len(missing):
+        cells = ", ".join(f"({r.task}, {r.frozen_layers}, {r.train_size})" for r in missing.head(5).itertuples())
+        raise ValueError(
+            f"every (task, frozen_layers, train_size) cell needs a true mean, but {len(missing)} have none in "
+            f"{source}, e.g. {cells}; pass `effects` (a float, a mapping or a DataFrame) that covers the grid."
+        )
+    bad = truth[(truth["true_mean"] < 0) | (truth["true_mean"] > 1)]
+    if len(bad):
+        raise ValueError(
+            f"true means are accuracies and must lie in [0, 1], but got {bad['true_mean'].tolist()[:5]} in {source}."
+        )
+    return truth.sort_values(["task", "train_size", "frozen_layers"], ignore_index=True)
+
+
+def simulate_results(
+    effects: Effects = None,
+    *,
+    tasks: Sequence[str] = ("sst2",),
+    frozen_levels: Sequence[int] = BLOG_FROZEN_LEVELS,
+    train_sizes: Sequence[int] = BLOG_TRAIN_SIZES,
+    seeds: int = 5,
+    subset_draws: int = 1,
+    seed_sd: float = 0.02,
+    subset_sd: float = 0.0,
+    resid_sd: float = 0.03,
+    n_eval: int = 872,
+    fail_rate: float = 0.0,
+    majority_baseline: float | None = None,
+    rng: int | np.random.Generator = 0,
+) -> pd.DataFrame:
+    r"""A results table shaped like the blog study, drawn from a random-intercept model with known effects.
+
+    Parameters
+    ----------
+    effects
+        The true cell means; see :func:`true_cell_means` (default: the blog's means).
+    tasks, frozen_levels, train_sizes
+        The grid; every run of every cell is simulated (a balanced design).
+    seeds
+        Number of training seeds, labelled ``1..seeds`` as the runner does; every seed runs in every cell.
+    subset_draws
+        Number of independent training-subset draws, labelled ``0..subset_draws-1``, crossed with seeds.
+    seed_sd, subset_sd, resid_sd
+        Standard deviations of the seed intercept, the subset-draw intercept and the run-level residual.
+    n_eval
+        Size of the evaluation set; sets ``n_eval`` and ``n_correct``.
+    fail_rate
+        Probability that a run collapses (``failed=True``); its responses are then the majority baseline.
+    majority_baseline
+        Accuracy of the constant majority-class predictor; default 444/872 for ``sst2``, 721/1043 for
+        ``cola`` (the GLUE validation splits) and 0.5 for any other task.
+    rng
+        Seed or generator; the same value gives the same table.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run with the runner's columns (:data:`freezestats.results.RESULT_COLUMNS`), sorted like
+        :func:`freezestats.results.results_table`. Simulated values: ``task, frozen_layers, train_size,
+        subset_draw, seed, best_dev, final_dev, heldout, failed, n_eval, n_correct, majority_baseline``.
+        Constants: ``study='simulated'``, ``state='complete'``, ``role='grid'``, ``model='simulated'``,
+        ``strategy='freeze'``, ``metric='accuracy'``, ``n_layers=max(frozen_levels)``, ``lr_search='none'``,
+        ``device='simulated'``, ``trial`` numbers runs from 0. Columns the simulation has no model for
+        (``learning_rate``, steps, parameter counts, timings, artifacts) are missing values.
+
+    Raises
+    ------
+    ValueError
+        An argument is out of range, or ``effects`` does not cover the grid.
+
+    Notes
+    -----
+    For task :math:`t`, cell :math:`(k, n)` (frozen layers, train size), seed :math:`s` and subset draw
+    :math:`d`, a run that does not fail has
+
+    .. math::
+
+        y = \mu_{t,k,n} + u_{t,s} + v_{t,d} + \varepsilon, \quad
+        u \sim N(0, \sigma_{seed}^2),\; v \sim N(0, \sigma_{subset}^2),\; \varepsilon \sim N(0, \sigma^2)
+
+    with independent :math:`\varepsilon` for ``best_dev``, ``final_dev`` and ``heldout`` (so the three share the
+    truth of :func:`true_cell_means`; ``best_dev >= final_dev`` is *not* enforced). The seed intercept is shared
+    by every cell of a task (the model's ``(1 | seed)``); the subset-draw intercept too, because the runner's
+    subsets are nested prefixes of one ordering per draw (:mod:`freezestats.subsets`). Values are clipped to
+    ``[0, 1]`` (negligible for the defaults: the blog means lie in [0.5, 0.93]). ``final_dev`` is the accuracy
+    of the final checkpoint, so it is rounded to ``n_correct / n_eval`` with ``n_correct = round(final_dev *
+    n_eval)``, as the runner counts it.
+
+    With probability ``fail_rate`` a run fails independently of everything else: ``failed=True`` and all three
+    responses equal the majority baseline; its expected value is then
+    :math:`(1 - p)\mu + p \cdot \text{baseline}`, not ``true_mean``.
+
+    Examples
+    --------
+    >>> from freezestats.stats import simulate_results
+    >>> table = simulate_results(rng=1)
+    >>> table.shape[0], sorted(table["frozen_layers"].unique()) == [-1, 0, 2, 4, 8, 10, 12]
+    (175, True)
+    """
+    if seeds < 1 or subset_draws < 1 or n_eval < 1:
+        raise ValueError(
+            f"`seeds`, `subset_draws` and `n_eval` must be >= 1, but got {seeds=}, {subset_draws=}, {n_eval=}."
+        )
+    if min(seed_sd, subset_sd, resid_sd) < 0:
+        raise ValueError(f"standard deviations must be >= 0, but got {seed_sd=}, {subset_sd=}, {resid_sd=}.")
+    if not 0 <= fail_rate <= 1:
+        raise ValueError(f"`fail_rate` must be in [0, 1], but got {fail_rate=}.")
+    gen = np.random.default_rng(rng)
+    truth = true_cell_means(effects, tasks=tasks, frozen_levels=frozen_levels, train_sizes=train_sizes)
+    seed_ids = np.arange(1, seeds + 1)
+    draw_ids = np.arange(subset_draws)
+    frames = []
+    for task, cells in truth.groupby("task", sort=False):
+        u = gen.normal(0.0, seed_sd, size=seeds)
+        v = gen.normal(0.0, subset_sd, size=subset_draws)
+        runs = cells.merge(pd.DataFrame({"subset_draw": draw_ids}), how="cross").merge(
+            pd.DataFrame({"seed": seed_ids}), how="cross"
+        )
+        n = len(runs)
+        eta = runs["true_mean"].to_numpy() + u[runs["seed"].to_numpy() - 1] + v[runs["subset_draw"].to_numpy()]
+        best, final, heldout = (np.clip(eta + gen.normal(0.0, resid_sd, size=n), 0.0, 1.0) for _ in range(3))
+        baseline = _MAJORITY_BASELINE.get(str(task), 0.5) if majority_baseline is None else majority_baseline
+        failed = gen.random(n) < fail_rate
+        best, final, heldout = (np.where(failed, baseline, x) for x in (best, final, heldout))
+        n_correct = np.rint(final * n_eval).astype(int)
+        runs = runs.drop(columns="true_mean").assign(
+            best_dev=best,
+            final_dev=n_correct / n_eval,
+            heldout=heldout,
+            failed=failed,
+            n_eval=n_eval,
+            n_correct=n_correct,
+            majority_baseline=baseline,
+        )
+        frames.append(runs)
+    table = pd.concat(frames, ignore_index=True)
+    table = table.sort_values(["task", "train_size", "frozen_layers", "subset_draw", "seed"], ignore_index=True).assign(
+        study="simulated",
+        trial=lambda f: np.arange(len(f)),
+        state="complete",
+        role="grid",
+        model="simulated",
+        strategy="freeze",
+        n_layers=max(max(frozen_levels), 0),
+        lr_search="none",
+        metric="accuracy",
+        device="simulated",
+        fail_reason=lambda f: np.where(f["failed"], "simulated collapse", None),
+    )
+    return table.reindex(columns=RESULT_COLUMNS)

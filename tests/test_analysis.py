@@ -1,0 +1,160 @@
+"""`freezestats analyze` end to end: a blog-shaped simulated study and a real exported one, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from freezestats.analysis import analyze
+from freezestats.cli import main
+from freezestats.exceptions import ModelFitError
+from freezestats.stats.simulate import simulate_results
+
+
+@pytest.fixture(scope="module")
+def blog_shaped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    table = simulate_results(tasks=("sst2", "cola"), fail_rate=0.05, rng=3)
+    path = tmp_path_factory.mktemp("sim") / "results.parquet"
+    table.to_parquet(path)
+    return path
+
+
+def test_analyze_writes_every_table_and_the_json(
+    blog_shaped: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "analysis"
+    code = main(
+        [
+            "analyze",
+            "--results",
+            str(blog_shaped),
+            "--model",
+            "mixed",
+            "--margin",
+            "0.01",
+            "--n-boot",
+            "200",
+            "-o",
+            str(out),
+        ]
+    )
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "[sst2]" in text and "[cola]" in text and "frozen × size interaction" in text
+    for name in (
+        "cell_summary",
+        "seed_spread",
+        "spread_test",
+        "failure_rates",
+        "fixed_effects",
+        "variance_components",
+        "emmeans",
+        "contrasts",
+        "equivalence",
+        "interaction_test",
+        "relative_scores",
+        "operating_point",
+        "power",
+        "reference_comparison",
+        "diagnostics",
+    ):
+        assert (out / f"{name}.parquet").is_file() and (out / f"{name}.csv").is_file(), name
+    document = json.loads((out / "analysis.json").read_text())
+    assert document["settings"]["model"] == "mixed" and document["settings"]["response"] == "best_dev"
+    emm = pd.read_parquet(out / "emmeans.parquet")
+    assert set(emm["fit"]) == {"all_runs", "without_failed"} and set(emm["task"]) == {"sst2", "cola"}
+    assert len(emm) == 2 * 2 * 7 * 5  # tasks x fits x frozen x sizes
+    contrasts = pd.read_parquet(out / "contrasts.parquet")
+    assert (contrasts["p_adj"] >= contrasts["p_val"] - 1e-12).all()
+    comparison = pd.read_parquet(out / "reference_comparison.parquet")
+    assert comparison["in_reference"].all() and len(comparison) == 2 * 7 * 5
+
+
+def test_json_flag_prints_the_document(blog_shaped: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "analyze",
+            "--results",
+            str(blog_shaped),
+            "--model",
+            "ols",
+            "--metric",
+            "heldout",
+            "--task",
+            "sst2",
+            "--n-boot",
+            "100",
+            "--json",
+            "-o",
+            str(tmp_path / "a"),
+        ]
+    )
+    assert code == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["settings"]["tasks"] == ["sst2"] and document["settings"]["model"] == "ols"
+    assert {r["task"] for r in document["tables"]["fixed_effects"]} == {"sst2"}
+
+
+def test_glmm_names_its_approximation(blog_shaped: Path) -> None:
+    analysis = analyze(pd.read_parquet(blog_shaped), model="glmm", tasks=["sst2"], n_boot=100)
+    assert "variational Bayes" in analysis.tables["diagnostics"]["approximation"].iloc[0]
+
+
+def test_analyze_a_real_exported_study(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _factories import simple_spec, write_spec
+
+    spec = write_spec(
+        tmp_path,
+        simple_spec(
+            model=str(tiny_model),
+            grid={"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1, 2, 3]},
+            training={"epochs": 1, "eval_every_epochs": 1, "max_length": 64},
+        ),
+    )
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert main(["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", "--storage", storage, "--n-boot", "100", "-o", str(tmp_path / "a")]) == 0
+    assert "[sst2]" in capsys.readouterr().out
+    emm = pd.read_parquet(tmp_path / "a" / "emmeans.parquet")
+    assert len(emm[emm.fit == "all_runs"]) == 2 * 2
+    document = json.loads((tmp_path / "a" / "analysis.json").read_text())
+    runs = pd.read_parquet(tmp_path / "a" / "failure_rates.parquet")
+    if runs["n_failed"].sum() == runs["n"].sum():  # a random 2-layer model collapses: nothing left without failures
+        assert any("without_failed" in w for w in document["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "anova"], "`--model` must be one of"),
+        (["--metric", "accuracy"], "`--metric` must be one of"),
+        (["--task", "rte"], "not in the results table"),
+        (["--margin", "-1"], "`--margin` must be > 0"),
+    ],
+)
+def test_bad_options(
+    blog_shaped: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["analyze", "--results", str(blog_shaped), "-o", str(tmp_path / "a"), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.csv"
+    pd.DataFrame(columns=["task", "frozen_layers", "train_size", "seed", "best_dev"]).to_csv(empty, index=False)
+    assert main(["analyze", "--results", str(empty), "-o", str(tmp_path / "a")]) == 2
+    assert "The results table is empty" in capsys.readouterr().err
+    assert main(["analyze", "--results", str(tmp_path / "missing.csv"), "-o", str(tmp_path / "a")]) == 2
+    assert "No results table at" in capsys.readouterr().err
+    with pytest.raises(ModelFitError, match="lacks column"):
+        analyze(pd.DataFrame({"task": ["sst2"], "seed": [1]}))
+    one_seed = simulate_results(seeds=1, frozen_levels=(0, 2), train_sizes=(50, 100))
+    with pytest.raises(ModelFitError, match="No model could be fitted"):
+        analyze(one_seed, n_boot=50)
