@@ -37,10 +37,20 @@ class PostgresServer:
         self.folder = folder
         self.port = _free_port()
         self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        self.url = f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/freezestats"
+        self.password = "freeze-secret"
+        self.url = f"postgresql+psycopg2://postgres:{self.password}@127.0.0.1:{self.port}/freezestats"
 
     def _run(self, *args: str) -> None:
-        subprocess.run([*self.as_user, *args], check=True, capture_output=True, text=True, timeout=120)
+        env = {**os.environ, "PGPASSWORD": self.password}
+        subprocess.run(
+            [*self.as_user, *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
 
     def start(self) -> None:
         data = self.folder / "data"
@@ -51,7 +61,23 @@ class PostgresServer:
             for parent in self.folder.parents:  # postgres must be able to reach its folder
                 if str(parent).startswith("/tmp/") or str(parent) == "/tmp":
                     os.chmod(parent, os.stat(parent).st_mode | 0o011)
-        self._run(str(self.bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        pwfile = self.folder / "pw"
+        pwfile.write_text(self.password + "\n")
+        if self.as_user:
+            shutil.chown(pwfile, "postgres", "postgres")
+        # TCP connections need the password (so a wrong one is refused, as on a real server).
+        self._run(
+            str(self.bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            f"--pwfile={pwfile}",
+            "-E",
+            "UTF8",
+        )
         self._run(
             str(self.bin_dir / "pg_ctl"),
             "-D",
@@ -71,7 +97,14 @@ class PostgresServer:
                 break
             time.sleep(0.2)
         self._run(
-            str(self.bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "freezestats"
+            str(self.bin_dir / "createdb"),
+            "-h",
+            str(self.folder),
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "freezestats",
         )
 
     def stop(self) -> None:

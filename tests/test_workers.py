@@ -186,3 +186,50 @@ def test_unreachable_database_is_one_clear_line(tmp_path: Path, capsys: pytest.C
     assert main(["status", "--storage", url]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("freezestats status: error: Cannot open the study storage") and "\n" not in err
+
+
+def test_wrong_postgres_password_is_one_clear_line(postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = postgres_url.replace(":freeze-secret@", ":not-the-password@")
+    assert wrong != postgres_url
+    assert main(["status", "--storage", wrong]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Cannot open the study storage" in err and "password authentication failed" in err
+    assert "\n" not in err
+
+
+def test_two_studies_in_one_database_never_mix(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from freezestats.results import results_table
+
+    base = {"frozen_layers": [0], "train_sizes": [32], "seeds": [1]}
+    for name, seeds in (("study-a", [1]), ("study-b", [1, 2])):
+        raw = simple_spec(
+            model=str(tiny_model),
+            grid={**base, "seeds": seeds},
+            training={"epochs": 1, "eval_every_epochs": 1, "max_length": 64},
+        )
+        raw["name"] = name
+        spec = write_spec(tmp_path, raw, f"{name}.toml")
+        assert (
+            main(
+                [
+                    "run",
+                    "--study",
+                    str(spec),
+                    "--storage",
+                    postgres_url,
+                    "--data-dir",
+                    str(glue_dir),
+                    "--no-progress",
+                    "--artifacts",
+                    str(tmp_path / "artifacts"),
+                ]
+            )
+            == 0
+        )
+    assert main(["status", "--storage", postgres_url]) == 2
+    assert "choose one with --study-name" in capsys.readouterr().err
+    storage = open_storage(postgres_url)
+    a, b = (results_table(load_study(storage, n)) for n in ("study-a", "study-b"))
+    assert (len(a), len(b)) == (1, 2) and set(a.study) == {"study-a"} and set(b.study) == {"study-b"}
