@@ -23,29 +23,8 @@ from optuna.trial import TrialState
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from _factories import simple_spec, write_spec  # noqa: E402
+from _factories import build_tiny_model, simple_spec, write_spec  # noqa: E402
 from _postgres import PostgresServer, find_bin_dir  # noqa: E402
-
-
-def tiny_model(folder: Path) -> Path:
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from freezestats.backbone import resolve_model
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def run(workers: int, url: str, spec: Path, env: dict[str, str], folder: Path) -> dict[str, float]:
@@ -94,7 +73,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        model = tiny_model(folder / "model")
+        model = build_tiny_model(folder / "model")
         raw = simple_spec(
             model=str(model),
             grid={"frozen_layers": [0, 1, 2, -1], "train_sizes": [32, 64], "seeds": [1, 2, 3, 4, 5]},

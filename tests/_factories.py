@@ -50,3 +50,25 @@ def write_spec(folder: Path, spec: dict[str, Any], name: str = "spec.toml") -> P
     path = folder / name
     path.write_text(to_toml(spec))
     return path
+
+
+def build_tiny_model(folder: Path) -> Path:
+    """A 2-layer BERT with random weights and MiniLM's vocabulary saved in ``folder`` (trials take ~1 s)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from freezestats.backbone import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -31,25 +31,9 @@ def glue_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer BERT with random weights and MiniLM's vocabulary, saved like any local checkpoint."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from _factories import build_tiny_model
 
-    from freezestats.backbone import resolve_model
-
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
 
 
 @pytest.fixture(scope="session")
