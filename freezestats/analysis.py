@@ -186,6 +186,7 @@ def _diagnostics_table(fit: Any, model: str) -> pd.DataFrame:
     row = {k: getattr(d, k) for k in d.__dataclass_fields__ if k not in ("warnings", "library_warnings")}
     row["warnings"] = " | ".join(d.warnings)
     row["model"] = model
+    row["icc_seed"] = getattr(fit, "icc_seed", None)
     if model == "glmm":
         row["approximation"] = fit.approximation
     return pd.DataFrame([row])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys
@@ -278,34 +277,43 @@ class _WorkerPool:
                 command += ["--data-dir", str(data_dir)]
             self.commands.append(command)
 
-    def run(self, poll: Callable[[], None]) -> int:
-        """Start the workers, call ``poll`` while they run, return how many trials they ran."""
+    def run(self, study: optuna.Study, poll: Callable[[], None]) -> int:
+        """Start the workers, call ``poll`` while they run, return how many trials they ran (read from the DB)."""
+        before = _finished_runs(study)
         env = dict(os.environ)
         # N workers on one machine share its cores: without this, each would start one thread per core.
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(self.commands))))
-        procs = [
-            subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-            for c in self.commands
-        ]
-        try:
-            while any(p.poll() is None for p in procs):
-                poll()
-                time.sleep(1.0)
-        except KeyboardInterrupt:
-            for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGINT)
-            for p in procs:
-                p.wait(timeout=120)
-            raise
-        ran = 0
-        for p in procs:
-            output = p.stdout.read() if p.stdout else ""
-            match = re.search(r"(\d+) trials run now", output)
-            ran += int(match.group(1)) if match else 0
-            if p.returncode not in (0, 1):
-                raise StorageError(f"A worker exited with status {p.returncode}: {output.strip()[-500:]}")
-        return ran
+        with tempfile.TemporaryDirectory() as tmp:
+            logs = [Path(tmp) / f"worker{i}.log" for i in range(len(self.commands))]
+            procs = []
+            for command, log in zip(self.commands, logs, strict=True):
+                with log.open("w") as sink:  # a file, not a pipe: a chatty worker can never block on a full pipe
+                    procs.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env))
+            try:
+                while any(p.poll() is None for p in procs):
+                    poll()
+                    time.sleep(1.0)
+            except KeyboardInterrupt:
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGINT)
+                for p in procs:
+                    p.wait(timeout=120)
+                raise
+            for p, log in zip(procs, logs, strict=True):
+                if p.returncode not in (0, 1):
+                    tail = log.read_text().strip()[-500:]
+                    raise StorageError(f"A worker exited with status {p.returncode}: {tail}")
+        return len(_finished_runs(study) - before)
+
+
+def _finished_runs(study: optuna.Study) -> set[int]:
+    """Trials that ran a cell to the end (COMPLETE or FAIL), not counting recorded copies."""
+    return {
+        t.number
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        if is_enqueued_cell(t) and "reused_from_trial" not in t.user_attrs
+    }
 
 
 class _Runner:
@@ -351,7 +359,7 @@ class _Runner:
             if not added and not self._waiting():
                 return
             if self.pool is not None:
-                self.n_run += self.pool.run(poll=lambda: self.progress.set_done(self._n_complete()))
+                self.n_run += self.pool.run(self.study, poll=lambda: self.progress.set_done(self._n_complete()))
             else:
                 self.drain()
 
@@ -371,7 +379,6 @@ class _Runner:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 self.study.optimize(self._objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
-            self.n_run += 1
             self.progress.set_done(self._n_complete())
 
     def _n_complete(self) -> int:
@@ -420,6 +427,7 @@ class _Runner:
             trial.set_user_attr("stray", True)
             raise optuna.TrialPruned("no enqueued cell was left to claim")
         cell = suggest_cell(trial, self.spec)
+        self.n_run += 1  # counted here, so a stray claim (a race lost to another worker) is not a run
         self.progress.start_cell(cell)
         try:
             record = self._run_cell(cell, trial)

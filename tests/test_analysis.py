@@ -64,6 +64,8 @@ def test_analyze_writes_every_table_and_the_json(
         assert (out / f"{name}.parquet").is_file() and (out / f"{name}.csv").is_file(), name
     document = json.loads((out / "analysis.json").read_text())
     assert document["settings"]["model"] == "mixed" and document["settings"]["response"] == "best_dev"
+    diagnostics = pd.read_parquet(out / "diagnostics.parquet")
+    assert diagnostics["icc_seed"].between(0, 1).all() and diagnostics["converged"].all()
     emm = pd.read_parquet(out / "emmeans.parquet")
     assert set(emm["fit"]) == {"all_runs", "without_failed"} and set(emm["task"]) == {"sst2", "cola"}
     assert len(emm) == 2 * 2 * 7 * 5  # tasks x fits x frozen x sizes
