@@ -21,7 +21,16 @@ import pandas as pd
 from freezestats import __version__
 from freezestats.exceptions import ModelFitError
 
-__all__ = ["MODELS", "RESPONSES", "Analysis", "analyze", "load_results", "summary_lines", "write_analysis"]
+__all__ = [
+    "MODELS",
+    "RESPONSES",
+    "Analysis",
+    "analyze",
+    "load_results",
+    "summary_lines",
+    "variance_homogeneity",
+    "write_analysis",
+]
 
 MODELS = ("mixed", "glmm", "ols")
 RESPONSES = ("best_dev", "final_dev", "heldout")
@@ -166,9 +175,58 @@ def analyze(
                     result.settings.setdefault("seeds_for_80pct_power", {})[task] = seeds_for_power(curve)
         if model in ("mixed", "ols"):
             attempt("interaction_test", task, lambda one=one: stats.interaction_test(one, response))
+            attempt("variance_homogeneity", task, lambda one=one: variance_homogeneity(one, response))
+            vh = result.tables.get("variance_homogeneity")
+            if vh is not None and (vh["task"] == task).any():
+                row = vh[vh["task"] == task].iloc[-1]
+                if row["p_val"] < 0.05:
+                    result.warnings.append(
+                        f"{task}: the spread of runs differs across cells (Brown–Forsythe p={row['p_val']:.2g}; "
+                        f"cell SDs {row['min_sd']:.3g}..{row['max_sd']:.3g}); the {model} model pools one residual "
+                        "variance, so "
+                        "its intervals are too wide for stable cells and too narrow for unstable ones: read them with "
+                        "seed_spread beside them"
+                    )
     if not any(name in result.tables for name in ("fixed_effects",)):
         raise ModelFitError("No model could be fitted: " + " | ".join(result.warnings))
     return result
+
+
+def variance_homogeneity(data: pd.DataFrame, response: str) -> pd.DataFrame:
+    """Brown–Forsythe test that all (frozen_layers, train_size) cells share one residual variance.
+
+    The mixed and OLS models assume they do; fine-tuning runs often break it (collapsed cells have no
+    spread, small-data cells a lot). Cells with fewer than 3 runs are left out (with 2 runs both absolute
+    deviations from the median are equal, so they carry no information on spread).
+
+    Returns one row: ``statistic, p_val, n_groups, n, min_sd, max_sd``.
+    """
+    from scipy import stats as scipy_stats
+
+    groups = [g[response].to_numpy(dtype=float) for _, g in data.groupby(["frozen_layers", "train_size"])]
+    groups = [g[~pd.isna(g)] for g in groups]
+    usable = [g for g in groups if len(g) >= 3]
+    if len(usable) < 2:
+        raise ModelFitError(
+            f"checking equal variances needs at least 2 cells with >= 3 runs each, but {len(usable)} cell(s) have "
+            "that many; run more seeds (grid.seeds)."
+        )
+    sds = [float(g.std(ddof=1)) for g in usable]
+    if max(sds) == 0:
+        raise ModelFitError("every cell has zero spread; there is no variance to compare.")
+    statistic, p_val = scipy_stats.levene(*usable, center="median")
+    return pd.DataFrame(
+        [
+            {
+                "statistic": float(statistic),
+                "p_val": float(p_val),
+                "n_groups": len(usable),
+                "n": int(sum(len(g) for g in usable)),
+                "min_sd": min(sds),
+                "max_sd": max(sds),
+            }
+        ]
+    )
 
 
 def _fit(model: str, data: pd.DataFrame, response: str, include_failed: bool) -> Any:

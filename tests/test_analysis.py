@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -160,3 +161,22 @@ def test_bad_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     one_seed = simulate_results(seeds=1, frozen_levels=(0, 2), train_sizes=(50, 100))
     with pytest.raises(ModelFitError, match="No model could be fitted"):
         analyze(one_seed, n_boot=50)
+
+
+def test_unequal_cell_variances_are_flagged() -> None:
+    from scipy import stats as scipy_stats
+
+    from freezestats.analysis import variance_homogeneity
+
+    table = simulate_results(frozen_levels=(0, 2), train_sizes=(50, 100), seeds=8, resid_sd=0.01, rng=5)
+    noisy = (table.frozen_layers == 2) & (table.train_size == 50)
+    table.loc[noisy, "best_dev"] += np.random.default_rng(0).normal(0, 0.08, noisy.sum())
+    result = variance_homogeneity(table, "best_dev")
+    groups = [g["best_dev"].to_numpy() for _, g in table.groupby(["frozen_layers", "train_size"])]
+    expected = scipy_stats.levene(*groups, center="median")  # scipy: Brown–Forsythe = Levene with medians
+    assert result.loc[0, "statistic"] == pytest.approx(expected.statistic)
+    assert result.loc[0, "p_val"] == pytest.approx(expected.pvalue) and result.loc[0, "p_val"] < 0.05
+    analysis = analyze(table, n_boot=50)
+    assert any("spread of runs differs across cells" in w for w in analysis.warnings)
+    calm = analyze(simulate_results(frozen_levels=(0, 2), train_sizes=(50, 100), seeds=8, rng=6), n_boot=50)
+    assert not any("spread of runs differs" in w for w in calm.warnings)
