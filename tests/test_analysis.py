@@ -56,6 +56,7 @@ def test_analyze_writes_every_table_and_the_json(
         "contrasts",
         "equivalence",
         "interaction_test",
+        "variance_homogeneity",
         "relative_scores",
         "operating_point",
         "power",
