@@ -89,6 +89,7 @@ def analyze(
     adjust: str = "holm",
     delta: float | None = None,
     n_boot: int = 2000,
+    pooled: bool = False,
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time."""
     from freezestats import stats
@@ -126,6 +127,7 @@ def analyze(
             "delta": delta or margin or 0.02,
             "tasks": tasks,
             "n_runs": len(grid),
+            "pooled": pooled,
             "freezestats_version": __version__,
         }
     )
@@ -187,6 +189,18 @@ def analyze(
                         "its intervals are too wide for stable cells and too narrow for unstable ones: read them with "
                         "seed_spread beside them"
                     )
+    if pooled:
+        from freezestats.stats.pooled import fit_pooled, task_interaction_test
+
+        chosen = grid[grid["task"].isin(tasks)]
+        try:
+            fit = fit_pooled(chosen, response)
+            result.tables["pooled_fixed_effects"] = fit.fixed_effects
+            result.tables["pooled_variance_components"] = fit.variance_components
+            result.tables["task_interaction_test"] = task_interaction_test(chosen, response)
+            result.warnings.extend(f"pooled model: {w}" for w in fit.warnings)
+        except ModelFitError as err:
+            result.warnings.append(f"pooled model not fitted: {err}")
     if not any(name in result.tables for name in ("fixed_effects",)):
         raise ModelFitError("No model could be fitted: " + " | ".join(result.warnings))
     return result
@@ -299,5 +313,17 @@ def summary_lines(analysis: Analysis) -> list[str]:
         n80 = s.get("seeds_for_80pct_power", {}).get(task)
         if "power" in analysis.tables:
             lines.append(f"  seeds per cell for 80% power at Δ={s['delta']}: {n80 if n80 else '> 20'}")
+    pooled = analysis.tables.get("task_interaction_test")
+    if pooled is not None:
+        r = pooled.iloc[0]
+        lines.append(
+            f"[all tasks] does freezing act differently per task? LR={r.lr_stat:.2f}, df={int(r.df)}, p={r.p_val:.3g}"
+        )
+    pooled = analysis.tables.get("task_interaction_test")
+    if pooled is not None:
+        r = pooled.iloc[0]
+        lines.append(
+            f"[all tasks] does freezing act differently per task? LR={r.lr_stat:.2f}, df={int(r.df)}, p={r.p_val:.3g}"
+        )
     lines.extend(f"warning: {w}" for w in analysis.warnings)
     return lines

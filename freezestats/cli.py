@@ -200,6 +200,7 @@ class _Analyze(_Command):
         parser.add_argument("--adjust", default="holm", help="holm (default), dunnett, bonferroni or none")
         parser.add_argument("--delta", type=float, help="difference for the power analysis (default: margin or 0.02)")
         parser.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
+        parser.add_argument("--pooled", action="store_true", help="also fit all tasks in one model with a task term")
         parser.add_argument("-o", "--output", default="analysis", help="output folder (default ./analysis)")
         parser.add_argument("--json", action="store_true", help="print analysis.json instead of the summary")
 
@@ -222,6 +223,7 @@ class _Analyze(_Command):
             adjust=args.adjust,
             delta=args.delta,
             n_boot=args.n_boot,
+            pooled=args.pooled,
         )
         path = write_analysis(analysis, args.output)
         if args.json:

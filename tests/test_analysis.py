@@ -77,6 +77,14 @@ def test_analyze_writes_every_table_and_the_json(
     assert comparison["in_reference"].all() and len(comparison) == 2 * 7 * 5
 
 
+def test_pooled_model_on_request(blog_shaped: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "--results", str(blog_shaped), "--pooled", "--n-boot", "50", "-o", str(tmp_path)]) == 0
+    assert "[all tasks] does freezing act differently per task?" in capsys.readouterr().out
+    test = pd.read_parquet(tmp_path / "task_interaction_test.parquet")
+    assert test.loc[0, "df"] == 30 and test.loc[0, "p_val"] < 1e-6  # the simulated tasks have different effects
+    assert (tmp_path / "pooled_fixed_effects.parquet").is_file()
+
+
 def test_json_flag_prints_the_document(blog_shaped: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [

@@ -4,8 +4,8 @@ Each analysis takes the long results table (one row per run, as ``freezestats ex
 fit, and returns a tidy DataFrame or a frozen fit object; nothing here prints or rounds. Modules: ``models``
 (mixed / OLS / GLMM fits, the interaction test), ``emm`` (marginal means, contrasts, equivalence),
 ``variance`` (cell summaries, seed spread, Brown–Forsythe), ``failures`` (failure rates and model),
-``lee`` (relative quality, the 90% operating point), ``power``, ``reference`` (the published figures) and
-``simulate`` (blog-shaped tables with known effects).
+``lee`` (relative quality, the 90% operating point), ``pooled`` (all tasks in one model), ``power``,
+``reference`` (the published figures) and ``simulate`` (blog-shaped tables with known effects).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from freezestats.stats.models import (
     fit_ols,
     interaction_test,
 )
+from freezestats.stats.pooled import PooledFit, fit_pooled, task_interaction_test
 from freezestats.stats.power import power_by_simulation, seeds_for_power
 from freezestats.stats.reference import compare_with_reference, load_reference
 from freezestats.stats.simulate import simulate_results, true_cell_means
@@ -35,6 +36,7 @@ __all__ = [
     "GlmmFit",
     "MixedFit",
     "OlsFit",
+    "PooledFit",
     "cell_summary",
     "compare_with_reference",
     "contrasts_vs_reference",
@@ -45,6 +47,7 @@ __all__ = [
     "fit_glmm",
     "fit_mixed",
     "fit_ols",
+    "fit_pooled",
     "interaction_test",
     "load_reference",
     "operating_point",
@@ -54,5 +57,6 @@ __all__ = [
     "seeds_for_power",
     "simulate_results",
     "spread_test",
+    "task_interaction_test",
     "true_cell_means",
 ]
