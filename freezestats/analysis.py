@@ -95,6 +95,7 @@ def analyze(
     from freezestats import stats
     from freezestats.stats.failures import failure_model, failure_rates
     from freezestats.stats.lee import operating_point, relative_scores
+    from freezestats.stats.paired import paired_contrasts
     from freezestats.stats.power import power_by_simulation, seeds_for_power
     from freezestats.stats.reference import compare_with_reference
     from freezestats.stats.variance import cell_summary, seed_spread, spread_test
@@ -152,6 +153,7 @@ def analyze(
             "operating_point", task, lambda one=one: operating_point(one, response, reference=reference, n_boot=n_boot)
         )
         attempt("reference_comparison", task, lambda one=one: compare_with_reference(one, response=response))
+        attempt("paired_contrasts", task, lambda one=one: paired_contrasts(one, response, reference=reference))
         for fit_name, include_failed in (("all_runs", True), ("without_failed", False)):
             labels = {"fit": fit_name}
             try:
@@ -186,8 +188,8 @@ def analyze(
                         f"{task}: the spread of runs differs across cells (Brown–Forsythe p={row['p_val']:.2g}; "
                         f"cell SDs {row['min_sd']:.3g}..{row['max_sd']:.3g}); the {model} model pools one residual "
                         "variance, so "
-                        "its intervals are too wide for stable cells and too narrow for unstable ones: read them with "
-                        "seed_spread beside them"
+                        "its intervals are too wide for stable cells and too narrow for unstable ones: compare with "
+                        "paired_contrasts, which use each contrast's own per-seed differences"
                     )
     if pooled:
         from freezestats.stats.pooled import fit_pooled, task_interaction_test

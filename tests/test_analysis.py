@@ -57,6 +57,7 @@ def test_analyze_writes_every_table_and_the_json(
         "equivalence",
         "interaction_test",
         "variance_homogeneity",
+        "paired_contrasts",
         "relative_scores",
         "operating_point",
         "power",

@@ -4,8 +4,9 @@ Each analysis takes the long results table (one row per run, as ``freezestats ex
 fit, and returns a tidy DataFrame or a frozen fit object; nothing here prints or rounds. Modules: ``models``
 (mixed / OLS / GLMM fits, the interaction test), ``emm`` (marginal means, contrasts, equivalence),
 ``variance`` (cell summaries, seed spread, Brown–Forsythe), ``failures`` (failure rates and model),
-``lee`` (relative quality, the 90% operating point), ``pooled`` (all tasks in one model), ``power``,
-``reference`` (the published figures) and ``simulate`` (blog-shaped tables with known effects).
+``lee`` (relative quality, the 90% operating point), ``pooled`` (all tasks in one model), ``paired``
+(contrasts by seed), ``power``, ``reference`` (the published figures) and ``simulate`` (blog-shaped tables
+with known effects).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from freezestats.stats.models import (
     fit_ols,
     interaction_test,
 )
+from freezestats.stats.paired import paired_contrasts
 from freezestats.stats.pooled import PooledFit, fit_pooled, task_interaction_test
 from freezestats.stats.power import power_by_simulation, seeds_for_power
 from freezestats.stats.reference import compare_with_reference, load_reference
@@ -51,6 +53,7 @@ __all__ = [
     "interaction_test",
     "load_reference",
     "operating_point",
+    "paired_contrasts",
     "power_by_simulation",
     "relative_scores",
     "seed_spread",
