@@ -159,7 +159,8 @@ def run_study(
     _store_study_attrs(study, prepared, artifacts)
     _fail_stale(study)
     if enqueue_only:
-        enqueue_cells(study, prepared.cells()[0] or prepared.cells()[1], spec.execution.max_retries)
+        search, grid = prepared.cells()
+        enqueue_cells(study, search or grid, spec.execution.max_retries)  # with a search, the grid waits for it
         return _report(study, prepared, storage, started, n_run=0)
     pool = None
     if workers > 1:

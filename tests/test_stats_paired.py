@@ -43,7 +43,7 @@ def test_bad_input() -> None:
     table = simulate_results(frozen_levels=(0, 2), train_sizes=(50,), rng=1)
     with pytest.raises(ModelFitError, match="reference level frozen_layers=5"):
         paired_contrasts(table, reference=5)
-    with pytest.raises(ModelFitError, match="lacks column"):
+    with pytest.raises(ModelFitError, match=r"must have the columns \['seed'\]"):
         paired_contrasts(table.drop(columns=["seed"]))
-    with pytest.raises(ModelFitError, match="one task"):
+    with pytest.raises(ModelFitError, match="analyses one task at a time"):
         paired_contrasts(simulate_results(tasks=("sst2", "cola"), frozen_levels=(0, 2), train_sizes=(50,)))

@@ -15,6 +15,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats._checks import prepare
 
 __all__ = ["paired_contrasts"]
 
@@ -33,7 +34,7 @@ def paired_contrasts(
     ----------
     data
         Results table of one task (``task, frozen_layers, train_size, subset_draw, seed`` and ``response``);
-        only ``role == "grid"`` rows are used.
+        validated like every analysis here (grid rows of complete trials, runs without a response dropped).
     response
         ``best_dev``, ``final_dev`` or ``heldout``.
     reference
@@ -62,13 +63,13 @@ def paired_contrasts(
     ----------
     Student (1908). The probable error of a mean. Biometrika 6(1), 1–25.
     """
-    needed = ["frozen_layers", "train_size", "seed", response]
-    missing = [c for c in needed if c not in data.columns]
-    if missing:
-        raise ModelFitError(f"paired_contrasts: the results table lacks column(s) {missing}.")
-    frame = data[data["role"] == "grid"] if "role" in data.columns else data
-    if "task" in frame.columns and frame["task"].nunique() > 1:
-        raise ModelFitError(f"paired_contrasts works on one task, but got {sorted(frame['task'].unique())}.")
+    frame = prepare(
+        data,
+        columns=["frozen_layers", "train_size", "seed"],
+        response=response,
+        single_task=True,
+        caller="paired_contrasts",
+    )
     if reference not in set(frame["frozen_layers"]):
         raise ModelFitError(f"No run has the reference level frozen_layers={reference}.")
     if adjust not in ("holm", "bonferroni", "none"):
