@@ -79,11 +79,14 @@ class EncoderParts:
         The encoder's transformer blocks, bottom to top.
     ``head``
         Every remaining module with parameters (pooler, pre_classifier, classifier, ...); never frozen.
+    ``encoder``
+        The module that runs ``layers`` (its ``layer`` list); the frozen-prefix cache cuts it there.
     """
 
     embeddings: tuple[nn.Module, ...]
     layers: tuple[nn.Module, ...]
     head: tuple[nn.Module, ...]
+    encoder: nn.Module
 
 
 def _unsupported(model: nn.Module, reason: str) -> ModelError:
@@ -198,6 +201,7 @@ def locate_encoder(model: nn.Module) -> EncoderParts:
         embeddings=tuple(embedding_stage),
         layers=tuple(layer_list),
         head=tuple(head),
+        encoder=encoder,
     )
     _check_partition(model, parts)
     return parts

@@ -81,6 +81,9 @@ class TrainingSpec:
     max_length: int = 128
     precision: str = "auto"
     device: str = "auto"
+    frozen_dropout: str = "on"
+    """``on``: frozen layers keep dropout while training (the blog's protocol). ``off``: they run in eval
+    mode, which changes the experiment but makes their outputs cacheable (much faster at deep freezing)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,8 @@ class StudySpec:
         ``execution`` (retries, heartbeats) is left out: it changes how cells run, not what they measure.
         """
         meaning = {k: v for k, v in self.to_dict().items() if k != "execution"}
+        if meaning["training"]["frozen_dropout"] == "on":  # the default; studies made before the key keep their hash
+            meaning["training"] = {k: v for k, v in meaning["training"].items() if k != "frozen_dropout"}
         canonical = json.dumps(meaning, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -228,6 +233,7 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
         max_length=p.integer(tr.get("max_length", d.max_length), "training.max_length", low=8),
         precision=p.choice(tr.get("precision", d.precision), "training.precision", PRECISIONS),
         device=p.choice(tr.get("device", d.device), "training.device", DEVICES),
+        frozen_dropout=p.choice(tr.get("frozen_dropout", d.frozen_dropout), "training.frozen_dropout", ("on", "off")),
     )
     if training.warmup_epochs > training.epochs:
         raise SpecError(

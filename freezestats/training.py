@@ -24,8 +24,9 @@ import torch
 
 from freezestats.backbone import load_classifier
 from freezestats.exceptions import SpecError, TrialFailed
-from freezestats.freezing import count_parameters, get_strategy
+from freezestats.freezing import count_parameters, get_strategy, locate_encoder
 from freezestats.metrics import CurveSummary, compute_metrics, summarize_curve
+from freezestats.prefix_cache import EvalBatch, PrefixCache, forward_from, frozen_depth, pad_hidden
 from freezestats.spec import TrainingSpec
 from freezestats.tasks import TaskConfig
 
@@ -34,16 +35,28 @@ __all__ = ["EncodedSplit", "RunOutcome", "encode_split", "fine_tune", "resolve_d
 
 @dataclass(frozen=True)
 class EncodedSplit:
-    """A tokenized split: one dict of token lists per example (unpadded), and the labels."""
+    """A tokenized split: one dict of token lists per example (unpadded), and the labels.
+
+    ``name`` and ``ids`` (each example's position in the split it was cut from) let the frozen-prefix
+    cache recognise the same examples in another trial's subset.
+    """
 
     features: tuple[dict[str, list[int]], ...]
     labels: np.ndarray
+    name: str = ""
+    ids: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.features)
 
+    def example_ids(self) -> np.ndarray:
+        return np.arange(len(self)) if self.ids is None else self.ids
+
     def subset(self, indices: Sequence[int]) -> EncodedSplit:
-        return EncodedSplit(tuple(self.features[i] for i in indices), self.labels[np.asarray(indices, dtype=int)])
+        index = np.asarray(indices, dtype=int)
+        return EncodedSplit(
+            tuple(self.features[i] for i in indices), self.labels[index], self.name, self.example_ids()[index]
+        )
 
 
 @dataclass
@@ -67,7 +80,9 @@ class RunOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def encode_split(texts: Sequence[Sequence[str]], labels: np.ndarray, tokenizer: Any, max_length: int) -> EncodedSplit:
+def encode_split(
+    texts: Sequence[Sequence[str]], labels: np.ndarray, tokenizer: Any, max_length: int, name: str = ""
+) -> EncodedSplit:
     """Tokenize once, without padding (padding happens per batch, to the batch's longest sequence).
 
     ``texts`` holds one sequence of strings per text column; two columns are encoded as a sequence pair.
@@ -76,7 +91,7 @@ def encode_split(texts: Sequence[Sequence[str]], labels: np.ndarray, tokenizer: 
     encoded = tokenizer(*columns, truncation=True, max_length=max_length, padding=False)
     keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
     features = tuple({k: encoded[k][i] for k in keys} for i in range(len(columns[0])))
-    return EncodedSplit(features=features, labels=np.asarray(labels))
+    return EncodedSplit(features=features, labels=np.asarray(labels), name=name)
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -115,8 +130,14 @@ def fine_tune(
     training: TrainingSpec,
     tokenizer: Any,
     on_step: Callable[[int, int], None] | None = None,
+    prefix_cache: PrefixCache | None = None,
+    use_prefix_cache: bool = True,
 ) -> RunOutcome:
     """Fine-tune ``model_name`` on ``train`` and evaluate on ``validation`` every ``eval_every_epochs``.
+
+    ``prefix_cache`` shares frozen-layer outputs with other trials of the same model in this process
+    (see :mod:`freezestats.prefix_cache`); ``use_prefix_cache=False`` runs every layer every time, which
+    gives the same predictions and exists to prove that and to measure what the cache saves.
 
     Raises :class:`TrialFailed` when the loss stops being finite, so the study can record the run as
     failed and go on.
@@ -134,6 +155,29 @@ def fine_tune(
     get_strategy(strategy)(model, frozen_layers)
     trainable, total = count_parameters(model)
     model.to(device)
+    parts = locate_encoder(model)
+    depth = frozen_depth(parts)
+    frozen_prefix = [] if depth is None else [*parts.embeddings, *parts.layers[:depth]]
+    dropout_off = training.frozen_dropout == "off"
+
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+
+    def autocast() -> Any:
+        return torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
+
+    cache = prefix_cache if prefix_cache is not None else PrefixCache()
+    eval_key = (model_name, validation.name or id(validation), len(validation), str(device), precision)
+    batches = cache.eval_batches(
+        (*eval_key, training.eval_batch_size),
+        lambda: _eval_batches(tokenizer, validation, training.eval_batch_size, device),
+    )
+    eval_hidden = train_hidden = None
+    if use_prefix_cache and depth is not None:
+        model.eval()
+        with autocast():
+            eval_hidden = cache.eval_hidden(model, parts, (*eval_key, training.eval_batch_size), batches, depth)
+        if eval_hidden is not None and dropout_off and tokenizer.padding_side == "right":
+            train_hidden = _cached_train_states(cache, model, parts, train, tokenizer, device, depth, training)
 
     steps_per_epoch = math.ceil(len(train) / training.batch_size)
     total_steps = max(1, round(training.epochs * steps_per_epoch))
@@ -143,10 +187,10 @@ def fine_tune(
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=training.weight_decay)
     scheduler = get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     order_rng = torch.Generator().manual_seed(seed)
     label_dtype = torch.float32 if task.is_regression else torch.long
+    train_ids = train.example_ids()
 
     curve: list[dict[str, Any]] = []
     step = 0
@@ -160,8 +204,16 @@ def fine_tune(
             batch = _collate(tokenizer, [train.features[i] for i in batch_idx], device)
             labels = torch.as_tensor(train.labels[batch_idx], dtype=label_dtype, device=device)
             model.train()
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                loss = model(**batch, labels=labels).loss
+            if dropout_off:
+                for module in frozen_prefix:
+                    module.eval()
+            with autocast():
+                if train_hidden is not None:
+                    states = [train_hidden[int(train_ids[i])] for i in batch_idx]
+                    hidden = pad_hidden(states, batch["input_ids"].shape[1])
+                    loss = forward_from(model, parts, batch, depth, hidden, labels=labels).loss
+                else:
+                    loss = model(**batch, labels=labels).loss
             if not torch.isfinite(loss):
                 raise TrialFailed(f"The training loss became {loss.item()} at step {step + 1} of {total_steps}.")
             optimizer.zero_grad(set_to_none=True)
@@ -181,7 +233,9 @@ def fine_tune(
             step += 1
             loss_value = float(loss.detach())
             if step % eval_interval == 0 or step == total_steps:
-                logits = _predict(model, tokenizer, validation, training.eval_batch_size, device, amp_dtype)
+                model.eval()
+                with autocast():
+                    logits = _predict(model, parts, batches, len(validation), depth, eval_hidden)
                 predictions = _to_predictions(logits, task)
                 curve.append(
                     _evaluation(
@@ -221,6 +275,11 @@ def fine_tune(
         device=str(device) if device.type == "cpu" else f"{device}:{torch.cuda.get_device_name(device)}",
         precision=precision,
         final_train_loss=loss_value,
+        extra={
+            "eval_prefix_cached": eval_hidden is not None,
+            "train_prefix_cached": train_hidden is not None,
+            "prefix_depth": depth,
+        },
     )
 
 
@@ -229,28 +288,59 @@ def _collate(tokenizer: Any, features: list[dict[str, list[int]]], device: torch
     return {k: v.to(device) for k, v in batch.items()}
 
 
+def _eval_batches(tokenizer: Any, split: EncodedSplit, batch_size: int, device: torch.device) -> list[EvalBatch]:
+    """Length-sorted, dynamically padded batches of the whole split (made once per split and process)."""
+    order = sorted(range(len(split)), key=lambda i: len(split.features[i]["input_ids"]))
+    return [
+        EvalBatch(tuple(chunk), _collate(tokenizer, [split.features[i] for i in chunk], device))
+        for chunk in (order[start : start + batch_size] for start in range(0, len(order), batch_size))
+    ]
+
+
+def _cached_train_states(
+    cache: PrefixCache,
+    model: torch.nn.Module,
+    parts: Any,
+    train: EncodedSplit,
+    tokenizer: Any,
+    device: torch.device,
+    depth: int,
+    training: TrainingSpec,
+) -> dict[int, torch.Tensor]:
+    """Frozen-prefix outputs of every training example (frozen layers in eval mode: ``frozen_dropout='off'``)."""
+    position = {int(example): i for i, example in enumerate(train.example_ids())}
+    by_length = sorted(position, key=lambda example: len(train.features[position[example]]["input_ids"]))
+    return cache.train_hidden(
+        model,
+        parts,
+        (train.name or id(train), str(device)),
+        by_length,
+        lambda chunk: _collate(tokenizer, [train.features[position[example]] for example in chunk], device),
+        depth,
+        training.eval_batch_size,
+    )
+
+
 @torch.no_grad()
 def _predict(
     model: torch.nn.Module,
-    tokenizer: Any,
-    split: EncodedSplit,
-    batch_size: int,
-    device: torch.device,
-    amp_dtype: torch.dtype | None,
+    parts: Any,
+    batches: list[EvalBatch],
+    n_examples: int,
+    depth: int | None,
+    hidden: list[torch.Tensor] | None,
 ) -> np.ndarray:
-    """Logits for every example, in the split's order; batches are length-sorted to pad little."""
-    model.eval()
-    order = sorted(range(len(split)), key=lambda i: len(split.features[i]["input_ids"]))
-    outputs: list[np.ndarray] = []
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        batch = _collate(tokenizer, [split.features[i] for i in chunk], device)
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            logits = model(**batch).logits
-        outputs.append(logits.float().cpu().numpy())
-    stacked = np.concatenate(outputs)
-    result = np.empty_like(stacked)
-    result[np.asarray(order)] = stacked
+    """Logits for every example, in the split's order; with ``hidden``, only the unfrozen layers run."""
+    result: np.ndarray | None = None
+    for i, batch in enumerate(batches):
+        if hidden is not None:
+            logits = forward_from(model, parts, batch.inputs, depth, hidden[i]).logits
+        else:
+            logits = model(**batch.inputs).logits
+        values = logits.float().cpu().numpy()
+        if result is None:
+            result = np.empty((n_examples, values.shape[1]), dtype=values.dtype)
+        result[np.asarray(batch.positions)] = values
     return result
 
 
