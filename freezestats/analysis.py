@@ -27,12 +27,16 @@ __all__ = [
     "Analysis",
     "analyze",
     "load_results",
+    "load_study_record",
+    "read_analysis",
     "summary_lines",
     "variance_homogeneity",
     "write_analysis",
 ]
 
 MODELS = ("mixed", "glmm", "ols")
+RESULTS_FILE = "results.parquet"
+STUDY_FILE = "study.json"
 RESPONSES = ("best_dev", "final_dev", "heldout")
 RESPONSE_NOTES = {
     "best_dev": "best validation score during training: the blog's number; the same data selects and scores the "
@@ -76,6 +80,25 @@ def load_results(
         return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as err:  # pyarrow/pandas raise many types for unreadable files
         raise ModelFitError(f"Cannot read {path} as a results table: {err}") from err
+
+
+def load_study_record(storage: str, study_name: str | None = None) -> dict[str, Any]:
+    """The study's name, stored spec (plain data, as kept in the database) and provenance.
+
+    The report's Methods and colophon are written from these, so that they describe what was run, not what a
+    spec file says today. The spec is returned as stored (not re-validated), so keys added by newer versions
+    of freezestats are kept and older studies still load.
+    """
+    from freezestats.trials import SPEC_ATTR, load_study, open_storage
+
+    study = load_study(open_storage(storage, must_exist=True), study_name)
+    attrs = study.user_attrs
+    return {
+        "name": study.study_name,
+        "spec": attrs.get(SPEC_ATTR, {}),
+        "spec_hash": attrs.get("spec_hash"),
+        "provenance": attrs.get("provenance", {}),
+    }
 
 
 def analyze(
@@ -266,13 +289,28 @@ def _diagnostics_table(fit: Any, model: str) -> pd.DataFrame:
     return pd.DataFrame([row])
 
 
-def write_analysis(analysis: Analysis, out_dir: str | Path) -> Path:
-    """Every table as ``<name>.parquet`` and ``<name>.csv``, plus ``analysis.json``; returns the JSON path."""
+def write_analysis(
+    analysis: Analysis,
+    out_dir: str | Path,
+    *,
+    results: pd.DataFrame | None = None,
+    study: dict[str, Any] | None = None,
+) -> Path:
+    """Every table as ``<name>.parquet`` and ``<name>.csv``, plus ``analysis.json``; returns the JSON path.
+
+    ``results`` (the analysed runs, as ``results.parquet``) and ``study`` (:func:`load_study_record`, as
+    ``study.json``) are kept beside the tables when given, so that ``freezestats report --analysis DIR`` can
+    draw one dot per run and describe the protocol without the study database.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, table in analysis.tables.items():
         table.to_parquet(out / f"{name}.parquet", index=False)
         table.to_csv(out / f"{name}.csv", index=False)
+    if results is not None:
+        results.to_parquet(out / RESULTS_FILE, index=False)
+    if study is not None:
+        (out / STUDY_FILE).write_text(json.dumps(study, indent=1, default=str))
     document = {
         "settings": analysis.settings,
         "warnings": analysis.warnings,
@@ -281,6 +319,37 @@ def write_analysis(analysis: Analysis, out_dir: str | Path) -> Path:
     path = out / "analysis.json"
     path.write_text(json.dumps(document, indent=1, default=str))
     return path
+
+
+def read_analysis(in_dir: str | Path) -> Analysis:
+    """The :class:`Analysis` that :func:`write_analysis` stored in ``in_dir`` (tables from the parquet files).
+
+    Raises ModelFitError naming the folder when it is missing, has no ``analysis.json``, or holds no table,
+    because a report of an empty analysis would be a page of "not computed".
+    """
+    folder = Path(in_dir)
+    if not folder.is_dir():
+        raise ModelFitError(f"No analysis folder at {str(folder)!r}; write one with `freezestats analyze -o DIR`.")
+    path = folder / "analysis.json"
+    if not path.is_file():
+        raise ModelFitError(
+            f"{folder} holds no analysis.json, so it is not an analysis folder; write one with "
+            f"`freezestats analyze -o {folder}`, or give --storage / --results."
+        )
+    try:
+        document = json.loads(path.read_text())
+        settings, warnings, names = document["settings"], list(document["warnings"]), list(document["tables"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ModelFitError(f"{path} is not an analysis.json written by freezestats analyze: {err}") from err
+    tables = {}
+    for name in names:
+        table_path = folder / f"{name}.parquet"
+        if not table_path.is_file():
+            raise ModelFitError(f"{path} lists table {name!r}, but {table_path.name} is missing from {folder}.")
+        tables[name] = pd.read_parquet(table_path)
+    if not tables:
+        raise ModelFitError(f"The analysis in {folder} has no tables; run freezestats analyze again.")
+    return Analysis(settings=settings, tables=tables, warnings=warnings)
 
 
 def summary_lines(analysis: Analysis) -> list[str]:
@@ -315,12 +384,6 @@ def summary_lines(analysis: Analysis) -> list[str]:
         n80 = s.get("seeds_for_80pct_power", {}).get(task)
         if "power" in analysis.tables:
             lines.append(f"  seeds per cell for 80% power at Δ={s['delta']}: {n80 if n80 else '> 20'}")
-    pooled = analysis.tables.get("task_interaction_test")
-    if pooled is not None:
-        r = pooled.iloc[0]
-        lines.append(
-            f"[all tasks] does freezing act differently per task? LR={r.lr_stat:.2f}, df={int(r.df)}, p={r.p_val:.3g}"
-        )
     pooled = analysis.tables.get("task_interaction_test")
     if pooled is not None:
         r = pooled.iloc[0]

@@ -205,7 +205,7 @@ class _Analyze(_Command):
         parser.add_argument("--json", action="store_true", help="print analysis.json instead of the summary")
 
     def take_action(self, args: argparse.Namespace) -> int:
-        from freezestats.analysis import analyze, load_results, summary_lines, write_analysis
+        from freezestats.analysis import analyze, load_results, load_study_record, summary_lines, write_analysis
 
         storage = args.storage
         if storage is None and args.results is None:
@@ -225,7 +225,8 @@ class _Analyze(_Command):
             n_boot=args.n_boot,
             pooled=args.pooled,
         )
-        path = write_analysis(analysis, args.output)
+        study = load_study_record(storage, args.study_name) if storage is not None else None
+        path = write_analysis(analysis, args.output, results=table, study=study)
         if args.json:
             print(path.read_text())
         else:
@@ -288,7 +289,59 @@ class _Export(_Command):
         return 0
 
 
-_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Worker(), _Status(), _Export(), _Analyze())
+class _Report(_Command):
+    name = "report"
+    help = "build the study's report: report.qmd with figures and tables, rendered to HTML and PDF"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        source = parser.add_mutually_exclusive_group()
+        source.add_argument("--storage", help="Optuna storage URL of the study (default sqlite:///freezestats.db)")
+        source.add_argument("--results", help="a table written by `freezestats export` (.parquet or .csv)")
+        parser.add_argument("--analysis", help="a folder written by `freezestats analyze` (skips the analysis)")
+        parser.add_argument("--study-name", help="needed when the storage holds several studies")
+        parser.add_argument("-o", "--output", default="report", help="output folder (default ./report)")
+        parser.add_argument("--format", default="html,pdf", help="html, pdf or html,pdf (default)")
+        parser.add_argument("--overwrite", action="store_true", help="replace the report in an existing folder")
+        parser.add_argument("--model", default="mixed", help="when analysing: mixed (default), glmm or ols")
+        parser.add_argument(
+            "--metric", default="best_dev", help="when analysing: best_dev (default), final_dev, heldout"
+        )
+        parser.add_argument("--margin", type=float, help="when analysing: equivalence margin for TOST, e.g. 0.01")
+        parser.add_argument("--n-boot", type=int, default=2000, help="when analysing: bootstrap replicates")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from rich.console import Console
+
+        from freezestats.report import build_report
+
+        console = Console()
+        result = build_report(
+            args.output,
+            storage=args.storage,
+            results=args.results,
+            analysis_dir=args.analysis,
+            study_name=args.study_name,
+            model=args.model,
+            metric=args.metric,
+            margin=args.margin,
+            n_boot=args.n_boot,
+            formats=args.format,
+            overwrite=args.overwrite,
+            console=console,
+            show_progress=not args.no_progress,
+        )
+        console.print(f"Rendered with {result.renderer}.", highlight=False)
+        console.print(
+            f"Wrote {result.qmd} ({result.n_figures} figures, {result.n_tables} tables)"
+            + "".join(f", {path}" for path in result.outputs.values())
+            + ".",
+            highlight=False,
+        )
+        return 0
+
+
+_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Worker(), _Status(), _Export(), _Analyze(), _Report())
 
 
 def _parser() -> argparse.ArgumentParser:

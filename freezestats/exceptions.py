@@ -11,6 +11,7 @@ __all__ = [
     "FreezestatsError",
     "ModelError",
     "ModelFitError",
+    "ReportError",
     "SpecError",
     "StorageError",
     "TrialFailed",
@@ -43,3 +44,7 @@ class TrialFailed(FreezestatsError):
 
 class ModelFitError(FreezestatsError):
     """A statistical model could not be fitted to a results table."""
+
+
+class ReportError(FreezestatsError):
+    """A report cannot be built: unusable input, an output folder in the way, or a renderer that failed."""

@@ -1,0 +1,139 @@
+"""What a report is made from: the analysis, the runs it analysed, and the stored study (spec, provenance).
+
+Three ways in, as on the command line: a study database (``--storage``), an exported table
+(``--results``), or a folder written by ``freezestats analyze`` (``--analysis``). Whatever is missing is
+made with the existing stages (``analysis.analyze``, ``stats.fit_ols``), never re-implemented here; what
+cannot be had (no spec when only a table was given) is left ``None`` and the report says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from freezestats.analysis import RESULTS_FILE, STUDY_FILE, Analysis, analyze, load_results, load_study_record
+from freezestats.analysis import read_analysis as _read_analysis
+from freezestats.exceptions import FreezestatsError, ModelFitError
+
+__all__ = ["ReportInputs", "gather_inputs", "ols_cross_check"]
+
+
+@dataclass
+class ReportInputs:
+    """Everything the document is written from; ``runs`` and ``study`` may be missing (then said so)."""
+
+    analysis: Analysis
+    runs: pd.DataFrame | None = None
+    study: dict[str, Any] | None = None
+    ols_contrasts: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    ran_analysis: bool = False
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The stored spec as plain data ({} when unknown)."""
+        return dict((self.study or {}).get("spec") or {})
+
+    @property
+    def study_name(self) -> str:
+        if self.study and self.study.get("name"):
+            return str(self.study["name"])
+        if self.runs is not None and "study" in self.runs.columns and self.runs["study"].notna().any():
+            return str(self.runs["study"].dropna().iloc[0])
+        return "unnamed study"
+
+    def task_runs(self, task: str) -> pd.DataFrame | None:
+        """The grid runs of one task (search runs are not part of the grid's statistics)."""
+        if self.runs is None:
+            return None
+        runs = self.runs[self.runs["task"] == task]
+        if "role" in runs.columns:
+            runs = runs[runs["role"].fillna("grid") == "grid"]
+        return runs
+
+
+def gather_inputs(
+    *,
+    storage: str | None = None,
+    results: str | Path | None = None,
+    analysis_dir: str | Path | None = None,
+    study_name: str | None = None,
+    model: str = "mixed",
+    metric: str = "best_dev",
+    margin: float | None = None,
+    n_boot: int = 2000,
+) -> ReportInputs:
+    """Load or compute the analysis, the runs and the study record (see the module docstring)."""
+    if storage is not None and results is not None:
+        raise ModelFitError("Give at most one of --storage (a study database) or --results (an exported table).")
+    runs: pd.DataFrame | None = None
+    study: dict[str, Any] | None = None
+    notes: list[str] = []
+    if analysis_dir is not None:
+        folder = Path(analysis_dir)
+        analysis = _read_analysis(folder)
+        if (folder / RESULTS_FILE).is_file():
+            runs = pd.read_parquet(folder / RESULTS_FILE)
+        if (folder / STUDY_FILE).is_file():
+            try:
+                study = json.loads((folder / STUDY_FILE).read_text())
+            except ValueError as err:
+                raise ModelFitError(f"{folder / STUDY_FILE} is not valid JSON: {err}") from err
+        if runs is None and (storage is not None or results is not None):
+            runs = load_results(storage, results, study_name)
+        if study is None and storage is not None:
+            study = load_study_record(storage, study_name)
+        ran = False
+    else:
+        if storage is None and results is None:
+            from freezestats.trials import DEFAULT_STORAGE
+
+            storage = DEFAULT_STORAGE
+        runs = load_results(storage, results, study_name)
+        if storage is not None:
+            study = load_study_record(storage, study_name)
+        analysis = analyze(runs, model=model, response=metric, margin=margin, n_boot=n_boot)
+        ran = True
+    if runs is None:
+        notes.append(
+            "The analysed runs are not available (the analysis folder has no results.parquet), so the figures "
+            "that show single runs and their cost are left out; give --storage or --results to add them."
+        )
+    if study is None:
+        notes.append(
+            "The study spec is not available (the report was built without the study database), so Methods "
+            "describes the grid as read from the results."
+        )
+    inputs = ReportInputs(analysis=analysis, runs=runs, study=study, notes=notes, ran_analysis=ran)
+    inputs.ols_contrasts = ols_cross_check(inputs)
+    return inputs
+
+
+def ols_cross_check(inputs: ReportInputs) -> pd.DataFrame | None:
+    """Contrasts vs the reference level from the cluster-robust OLS fit, to set beside the model's.
+
+    Only when the runs are at hand and the analysis' model is not already OLS; a fit that fails is left
+    out and noted (``inputs.notes``), because the cross-check must not stop the report.
+    """
+    settings = inputs.analysis.settings
+    if inputs.runs is None or settings.get("model") == "ols":
+        return None
+    from freezestats.stats import contrasts_vs_reference, fit_ols
+
+    parts = []
+    for task in settings.get("tasks", []):
+        runs = inputs.task_runs(task)
+        if runs is None or runs.empty:
+            continue
+        try:
+            fit = fit_ols(runs, settings["response"])
+            table = contrasts_vs_reference(fit, int(settings.get("reference", 0)), settings.get("adjust", "holm"))
+        except (FreezestatsError, ValueError) as err:
+            inputs.notes.append(f"{task}: the OLS cross-check could not be fitted: {err}")
+            continue
+        parts.append(table.assign(task=task))
+    return pd.concat(parts, ignore_index=True) if parts else None

@@ -1,0 +1,278 @@
+"""The report's prose, written from the numbers: the answer, Methods and the colophon.
+
+Nothing here is hard-coded about a particular study: every number in a sentence is read from the analysis
+tables, the stored spec or the runs, so a re-analysis rewrites the text with the figures.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+from typing import Any
+
+import pandas as pd
+
+from freezestats import __version__
+from freezestats.report.figures import frozen_label, frozen_order
+from freezestats.report.inputs import ReportInputs
+
+__all__ = ["answer", "colophon", "frozen_dropout", "methods", "metric_name", "n_layers"]
+
+FAILED_DEFINITION = (
+    "a run counts as *failed* (collapsed) when its final predictions are all one class (or constant, for "
+    "regression) or its final metric is at or below the majority-class baseline"
+)
+
+
+def metric_name(inputs: ReportInputs, task: str) -> str:
+    """The task's primary metric as recorded with the runs (else from the spec, else the task's default)."""
+    runs = inputs.task_runs(task)
+    if runs is not None and "metric" in runs.columns and runs["metric"].notna().any():
+        return str(runs["metric"].dropna().iloc[0])
+    primary = inputs.spec.get("primary_metric") or {}
+    if task in primary:
+        return str(primary[task])
+    try:
+        from freezestats.tasks import get_task
+
+        return get_task(task).metrics[0]
+    except Exception:  # an unknown task name in an old analysis: a neutral word is enough for a label
+        return "score"
+
+
+def n_layers(inputs: ReportInputs, task: str | None = None) -> int | None:
+    """Encoder layers of the model (from the runs, else the stored provenance)."""
+    runs = inputs.task_runs(task) if task else inputs.runs
+    if runs is not None and "n_layers" in runs.columns and runs["n_layers"].notna().any():
+        return int(runs["n_layers"].dropna().iloc[0])
+    value = ((inputs.study or {}).get("provenance") or {}).get("n_layers")
+    return int(value) if value is not None else None
+
+
+def frozen_dropout(spec: dict[str, Any]) -> str:
+    """``training.frozen_dropout`` of the stored spec: "on" (the blog's protocol, the default) or "off"."""
+    return str((spec.get("training") or {}).get("frozen_dropout", "on"))
+
+
+def _points(value: float) -> str:
+    return f"{100 * value:+.1f}".replace("-", "−")
+
+
+def _depth_phrase(level: int, layers: int | None) -> str:
+    if level == -1:
+        return "the embeddings only"
+    if layers is not None and level == layers:
+        return f"all {level} layers"
+    return f"{level} layer{'s' if level != 1 else ''}"
+
+
+def answer(inputs: ReportInputs) -> str:
+    """One paragraph per task: how much freezing costs at each train size, from the Holm-adjusted contrasts.
+
+    "Freezing up to k layers" is the deepest level such that it and every shallower level are not detectably
+    worse than the reference (adjusted p ≥ 0.05, or a gain); "costs at most" is the worst lower end of their
+    95% intervals. The deepest level of the grid is reported with its estimate and interval.
+    """
+    settings = inputs.analysis.settings
+    contrasts = inputs.analysis.tables.get("contrasts")
+    reference = int(settings.get("reference", 0))
+    ref_phrase = "full fine-tuning" if reference == 0 else f"freezing {frozen_label(reference)} layers"
+    paragraphs = []
+    for task in settings.get("tasks", []):
+        if contrasts is None or not (contrasts["task"] == task).any():
+            paragraphs.append(
+                f"**{task}:** the {settings.get('model')} analysis has no contrasts against {ref_phrase}, so this "
+                "question is answered by the cell means in the figures and the appendix only."
+            )
+            continue
+        table = contrasts[contrasts["task"] == task]
+        if "fit" in table.columns:
+            table = table[table["fit"] == "all_runs"]
+        layers = n_layers(inputs, task)
+        sentences = []
+        for size, group in table.groupby("train_size"):
+            order = [k for k in frozen_order(group["frozen_layers"]) if k != reference]
+            rows = group.set_index("frozen_layers").loc[order]
+            safe: list[int] = []
+            for level, row in rows.iterrows():
+                if row["p_adj"] >= 0.05 or row["estimate"] >= 0:
+                    safe.append(int(level))
+                else:
+                    break
+            deepest = order[-1]
+            d = rows.loc[deepest]
+            deep_text = (
+                f"freezing {_depth_phrase(deepest, layers)} changes it by {_points(d['estimate'])} points "
+                f"[{_points(d['ci_low'])}, {_points(d['ci_high'])}]"
+            )
+            if safe and safe[-1] == deepest:
+                worst = float(rows["ci_low"].min())
+                sentences.append(
+                    f"at n = {int(size)}, no frozen level in the grid is detectably worse than {ref_phrase}: even "
+                    f"{deep_text}, and the intervals allow a loss of at most {max(0.0, -100 * worst):.1f} points"
+                )
+            elif safe:
+                worst = float(rows.loc[safe, "ci_low"].min())
+                sentences.append(
+                    f"at n = {int(size)}, freezing up to {_depth_phrase(safe[-1], layers)} costs at most "
+                    f"{max(0.0, -100 * worst):.1f} points (no level up to it is detectably worse than {ref_phrase}); "
+                    f"{deep_text}"
+                )
+            else:
+                first = rows.iloc[0]
+                sentences.append(
+                    f"at n = {int(size)}, even freezing {_depth_phrase(order[0], layers)} is detectably worse "
+                    f"({_points(first['estimate'])} points [{_points(first['ci_low'])}, {_points(first['ci_high'])}]); "
+                    f"{deep_text}"
+                )
+        text = "; ".join(sentences)
+        paragraphs.append(
+            f"**{task}** ({metric_name(inputs, task)}, {settings.get('response')}): {text[0].upper()}{text[1:]}."
+        )
+    adjust = settings.get("adjust", "holm")
+    paragraphs.append(
+        f"Points are 100 × the metric; intervals are 95% confidence intervals of the {settings.get('model')} model "
+        f"fitted to all runs, and “detectably worse” means a {adjust}-adjusted p < 0.05 within the train size."
+    )
+    return "\n\n".join(paragraphs)
+
+
+def _grid_values(inputs: ReportInputs, column: str) -> list[Any]:
+    grid = (inputs.spec.get("grid") or {}).get(column)
+    if grid:
+        return list(grid)
+    summary = inputs.analysis.tables.get("cell_summary")
+    if summary is not None and column in summary.columns:
+        return sorted(int(v) for v in summary[column].unique())
+    return []
+
+
+def methods(inputs: ReportInputs) -> str:
+    """Methods from the stored spec: model, tasks, grid, protocol, the analysed metric, runs, failures."""
+    spec = inputs.spec
+    settings = inputs.analysis.settings
+    lines = []
+    model = (spec.get("model") or {}).get("name")
+    if model is None and inputs.runs is not None and "model" in inputs.runs.columns:
+        model = str(inputs.runs["model"].dropna().iloc[0]) if inputs.runs["model"].notna().any() else None
+    layers = n_layers(inputs)
+    strategy = (spec.get("model") or {}).get("strategy", "freeze")
+    lines.append(
+        f"**Model.** `{model or 'unknown'}`"
+        + (f" ({layers} encoder layers)" if layers else "")
+        + f", strategy `{strategy}`: frozen level −1 freezes the embeddings only (“emb.” on the axes), 0 nothing "
+        "(full fine-tuning), k ≥ 1 the embeddings and the first k encoder layers."
+    )
+    tasks = settings.get("tasks", [])
+    lines.append("**Tasks.** " + ", ".join(f"{t} (metric: {metric_name(inputs, t)})" for t in tasks) + ".")
+    seeds = _grid_values(inputs, "seeds")
+    frozen = _grid_values(inputs, "frozen_layers")
+    sizes = _grid_values(inputs, "train_sizes") or _grid_values(inputs, "train_size")
+    draws = (spec.get("grid") or {}).get("subset_draws", 1)
+    lines.append(
+        f"**Grid.** frozen layers {', '.join(frozen_label(int(k)) for k in frozen)}; train sizes "
+        f"{', '.join(str(s) for s in sizes)}; "
+        + (f"seeds {', '.join(str(s) for s in seeds)}; " if seeds else "")
+        + f"{draws} nested training-subset draw{'s' if draws != 1 else ''} (stratified by label, 50 ⊂ 100 ⊂ …)."
+    )
+    training = spec.get("training") or {}
+    if training:
+        lines.append(
+            f"**Training protocol.** {training.get('epochs')} epochs, batch size {training.get('batch_size')}, "
+            f"AdamW with learning rate {training.get('learning_rate')} and weight decay "
+            f"{training.get('weight_decay')}, "
+            f"gradient clipping at {training.get('max_grad_norm')}, {training.get('warmup_epochs')} warm-up epoch(s) "
+            f"then linear decay; evaluation on the whole validation set every {training.get('eval_every_epochs')} "
+            f"epochs; inputs truncated to {training.get('max_length')} tokens; precision "
+            f"`{training.get('precision')}`, device `{training.get('device')}`."
+        )
+        lr = spec.get("lr_search") or {}
+        if lr.get("mode", "none") != "none":
+            lines.append(
+                f"**Learning-rate search.** mode `{lr.get('mode')}` over {lr.get('rates')}, selected on "
+                f"`{lr.get('select_metric')}`; the grid uses the selected rate."
+            )
+    dropout = frozen_dropout(spec)
+    if dropout == "off":
+        lines.append(
+            '::: {.callout-warning}\n**Frozen layers ran without dropout** (`training.frozen_dropout = "off"`): their '
+            "outputs were cached, which changes the experiment. This is not the blog's protocol, in which frozen "
+            "layers keep dropout on; do not compare these numbers with the published ones as if they were.\n:::"
+        )
+    else:
+        if "frozen_dropout" in training:
+            origin = ""
+        elif inputs.study is None:
+            origin = " (not recorded: the spec is not at hand; assumed the default)"
+        else:
+            origin = " (not in the stored spec; the default)"
+        lines.append(
+            f'**Dropout in frozen layers.** `training.frozen_dropout = "{dropout}"`'
+            + origin
+            + ": frozen layers keep dropout on, as in the blog's protocol."
+        )
+    response = settings.get("response", "best_dev")
+    caveat = (
+        " **Selection bias:** `best_dev` picks the best checkpoint on the same validation set that scores it, so it "
+        "is biased upwards, most for the noisiest (small, heavily frozen) cells; re-run with `--metric heldout` or "
+        "`final_dev` for unbiased numbers."
+        if response == "best_dev"
+        else ""
+    )
+    lines.append(
+        f"**Analysed metric.** `{response}`: {settings.get('response_note', '')}.{caveat} Model: "
+        f"`{settings.get('model')}`; reference level {frozen_label(int(settings.get('reference', 0)))}; "
+        f"multiplicity adjustment `{settings.get('adjust')}`"
+        + (f"; equivalence margin ±{settings['margin']}" if settings.get("margin") else "")
+        + "."
+    )
+    summary = inputs.analysis.tables.get("cell_summary")
+    if summary is not None and len(summary):
+        lo, hi = int(summary["n"].min()), int(summary["n"].max())
+        lines.append(
+            f"**Runs.** {settings.get('n_runs')} runs in {len(summary)} cells, "
+            + (f"{lo} per cell" if lo == hi else f"{lo}–{hi} per cell")
+            + f"; {FAILED_DEFINITION}."
+        )
+    return "\n\n".join(lines)
+
+
+def _version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def colophon(inputs: ReportInputs, renderer: str, created: str) -> str:
+    """Versions, hardware and renderer: what made this report and what ran the study."""
+    libraries = ["pandas", "numpy", "scipy", "statsmodels", "matplotlib", "optuna", "pypandoc-binary", "typst"]
+    lines = [
+        f"Built by freezestats {__version__} on {created} with Python {platform.python_version()}; rendered with "
+        f"**{renderer}**.",
+        "",
+        "Report libraries: " + ", ".join(f"{lib} {_version(lib)}" for lib in libraries) + ".",
+        "",
+        f"Report machine: {platform.platform()}, {os.cpu_count()} CPU cores.",
+    ]
+    provenance = (inputs.study or {}).get("provenance") or {}
+    if provenance:
+        versions = provenance.get("versions") or {}
+        lines += [
+            "",
+            f"Study: created {provenance.get('created', 'unknown')}, spec hash "
+            f"`{str((inputs.study or {}).get('spec_hash') or provenance.get('spec_hash') or '')[:12]}`, git "
+            f"`{str(provenance.get('git_hash') or 'unknown')[:12]}`, on {provenance.get('platform', 'unknown')}; "
+            + ", ".join(f"{k} {v}" for k, v in versions.items())
+            + ".",
+        ]
+    if inputs.runs is not None and "device" in inputs.runs.columns:
+        devices = sorted(str(d) for d in inputs.runs["device"].dropna().unique())
+        precisions = sorted(str(p) for p in inputs.runs.get("precision", pd.Series(dtype=str)).dropna().unique())
+        if devices:
+            lines += [
+                "",
+                f"Runs trained on: {', '.join(devices)}" + (f" ({', '.join(precisions)})" if precisions else "") + ".",
+            ]
+    return "\n".join(lines)
