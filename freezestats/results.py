@@ -33,6 +33,7 @@ RESULT_COLUMNS = [
     "seed",
     "learning_rate",
     "lr_search",
+    "frozen_dropout",
     "metric",
     "best_dev",
     "final_dev",
@@ -112,6 +113,8 @@ def _row(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
     for column in RESULT_COLUMNS:
         if column not in row:
             row[column] = attrs.get(column)
+    if row["frozen_dropout"] is None:  # trials stored before the setting existed ran the blog's protocol
+        row["frozen_dropout"] = "on"
     for name, value in attrs.get("final_metrics", {}).items():
         row[f"final_{name}"] = value
     return row

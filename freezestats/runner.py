@@ -331,6 +331,8 @@ class _Runner:
     ) -> None:
         from optuna.artifacts import FileSystemArtifactStore
 
+        from freezestats.prefix_cache import PrefixCache
+
         self.prepared = prepared
         self.spec = prepared.spec
         self.study = study
@@ -340,6 +342,7 @@ class _Runner:
         self.n_run = 0
         self.progress = _Progress(show_progress, prepared.n_cells())
         self.pool = pool
+        self.prefix_cache = PrefixCache()  # frozen-layer outputs, shared by this process's trials
         # Optuna logs a traceback per failed trial; we print one line and store the reason instead.
         optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -466,6 +469,7 @@ class _Runner:
             training=self.spec.training,
             tokenizer=load_tokenizer(self.spec.model.name),
             on_step=self.progress.step,
+            prefix_cache=self.prefix_cache,
         )
         regression = task.data.task.is_regression
         labels = validation.labels
@@ -488,6 +492,9 @@ class _Runner:
             "final_metrics": outcome.final_metrics,
             "curve": outcome.curve,
             "lr_search": self.spec.lr_search.mode,
+            "frozen_dropout": self.spec.training.frozen_dropout,
+            "eval_prefix_cached": outcome.extra["eval_prefix_cached"],
+            "train_prefix_cached": outcome.extra["train_prefix_cached"],
             "trainable_params": outcome.trainable_params,
             "total_params": outcome.total_params,
             "n_steps": outcome.n_steps,
@@ -514,11 +521,19 @@ class _Runner:
             columns = task.data.task.text_columns
             task.encoded["rows"] = rows
             task.encoded["train"] = encode_split(
-                [train[c].tolist() for c in columns], train["label"].to_numpy(), tokenizer, max_length
+                [train[c].tolist() for c in columns],
+                train["label"].to_numpy(),
+                tokenizer,
+                max_length,
+                f"{cell.task}/train",
             )
             val = task.data.validation
             task.encoded["validation"] = encode_split(
-                [val[c].tolist() for c in columns], val["label"].to_numpy(), tokenizer, max_length
+                [val[c].tolist() for c in columns],
+                val["label"].to_numpy(),
+                tokenizer,
+                max_length,
+                f"{cell.task}/validation",
             )
         pool_idx = task.subsets[cell.subset_draw][cell.train_size]
         positions = np.searchsorted(task.encoded["rows"], pool_idx)

@@ -339,3 +339,17 @@ def test_extend_adds_only_the_new_cells(
     fewer = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0], "train_sizes": [32, 64], "seeds": [1]})
     assert _run(["run", "--study", str(fewer), "--storage", storage, "--extend"], glue_dir) == 2
     assert "grid.frozen_layers drops [2]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("frozen_dropout", ["on", "off"])
+def test_frozen_dropout_is_labelled_in_the_export(tmp_path: Path, tiny_model: Path, glue_dir: Path, frozen_dropout):
+    training = {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 64, "frozen_dropout": frozen_dropout}
+    spec_path = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0, 2], "train_sizes": [32]}, training=training)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    table = results_table(load_study(open_storage(storage), None)).set_index("frozen_layers")
+    assert set(table["frozen_dropout"]) == {frozen_dropout}
+    study = load_study(open_storage(storage), None)
+    cached = {t.params["frozen_layers"]: t.user_attrs for t in study.get_trials(states=(TrialState.COMPLETE,))}
+    assert cached[2]["eval_prefix_cached"] and not cached[0]["eval_prefix_cached"]  # k=0: nothing frozen
+    assert cached[2]["train_prefix_cached"] is (frozen_dropout == "off")

@@ -148,3 +148,13 @@ def test_unknown_strategy_suggests_the_known_one(tmp_path: Path, capsys: pytest.
     raw["model"]["strategy"] = "freez"
     assert main(["validate", str(write_spec(tmp_path, raw))]) == 2
     assert "Unknown strategy 'freez'. Did you mean: 'freeze'?" in capsys.readouterr().err
+
+
+def test_frozen_dropout_changes_the_hash_only_when_off(tmp_path: Path) -> None:
+    default = load_spec(write_spec(tmp_path, simple_spec(), "a.toml"))
+    explicit_on = load_spec(write_spec(tmp_path, simple_spec(training={"frozen_dropout": "on"}), "b.toml"))
+    off = load_spec(write_spec(tmp_path, simple_spec(training={"frozen_dropout": "off"}), "c.toml"))
+    assert default.training.frozen_dropout == "on"
+    assert default.spec_hash == explicit_on.spec_hash != off.spec_hash
+    with pytest.raises(SpecError, match="frozen_dropout"):
+        load_spec(write_spec(tmp_path, simple_spec(training={"frozen_dropout": "maybe"}), "d.toml"))
