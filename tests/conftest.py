@@ -49,3 +49,11 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory):
     server.start()
     yield server.url
     server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say where the report tests left their screenshots and PDF page images (test artifacts)."""
+    from _browser import WRITTEN, artifacts_dir
+
+    if WRITTEN:
+        terminalreporter.write_line(f"report test artifacts (HTML screenshot, PDF pages): {artifacts_dir()}")

@@ -443,7 +443,7 @@ def _model_section(inputs: ReportInputs, w: _Writer) -> str:
                             **{c: c for c in stat},
                             "p_val": "p",
                         },
-                        {"term": str},
+                        {"term": _term},
                     ),
                     f"{task}-fixed-effects",
                     f"{task}: fixed effects of the {settings['model']} model (all runs).",
@@ -510,6 +510,15 @@ def _model_section(inputs: ReportInputs, w: _Writer) -> str:
     else:
         parts.append("The analysis raised no warnings.")
     return "\n\n".join(parts)
+
+
+def _term(name: object) -> str:
+    """A patsy term as a reader writes it: ``frozen_layers[T.3]:train_size[T.100]`` -> ``frozen 3 × size 100``."""
+    text = str(name)
+    text = re.sub(r"C\((\w+)[^)]*\)", r"\1", text)
+    text = re.sub(r"frozen_layers\[T\.(-?\d+)\]", lambda m: f"frozen {F.frozen_label(int(m.group(1)))}", text)
+    text = re.sub(r"train_size\[T\.(\d+)\]", r"size \1", text)
+    return text.replace(":", " × ")
 
 
 def _md_escape(value: str) -> str:

@@ -65,8 +65,18 @@ def markdown(frame: pd.DataFrame, caption: str | None = None, label: str | None 
         values = frame[column].astype(str).str.replace("*", "", regex=False)
         return bool(values.str.fullmatch(r"[-+−–<>\d., %e]+").all())
 
-    rule = "|" + "|".join("---:" if numeric(c) else ":---" for c in frame.columns) + "|"
     rows = ["| " + " | ".join(_escape(v) for v in row) + " |" for row in frame.astype(str).itertuples(index=False)]
+    # Wide pipe tables take their relative column widths from the dashes of this rule (pandoc and Quarto
+    # alike), so each column gets dashes in proportion to its longest entry: long model terms do not overlap.
+    widths = [max([len(str(c)), *(len(str(v)) for v in frame[c])]) for c in frame.columns]
+    rule = (
+        "|"
+        + "|".join(
+            ("-" * max(3, w - 1) + ":") if numeric(c) else (":" + "-" * max(3, w - 1))
+            for c, w in zip(frame.columns, widths, strict=True)
+        )
+        + "|"
+    )
     text = "\n".join([header, rule, *rows])
     if caption:
         text += f"\n\n: {caption}" + (f" {{#{label}}}" if label else "")
