@@ -177,3 +177,16 @@ def test_frozen_dropout_off_cached_training_matches_uncached(tiny_model: Path, g
     assert abs(cached.final_train_loss - plain.final_train_loss) < 1e-4
     # dropout in the frozen layer does change training, so the two protocols are not the same run
     assert not np.allclose(cached.final_logits, blog.final_logits, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_real_minilm_predictions_are_identical_with_and_without_the_cache(glue_dir: Path) -> None:
+    from freezestats.backbone import resolve_model
+
+    minilm = Path(resolve_model("minilm-l6"))
+    training = TrainingSpec(epochs=1, batch_size=16, eval_every_epochs=0.5, eval_batch_size=32, device="cpu")
+    cached = _tune(minilm, glue_dir, 4, training=training)
+    plain = _tune(minilm, glue_dir, 4, training=training, use_prefix_cache=False)
+    assert cached.extra["eval_prefix_cached"]
+    assert np.array_equal(cached.final_logits, plain.final_logits)
+    assert [p["metrics"] for p in cached.curve] == [p["metrics"] for p in plain.curve]
