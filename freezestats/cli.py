@@ -332,6 +332,7 @@ class _Report(_Command):
             show_progress=not args.no_progress,
         )
         console.print(f"Rendered with {result.renderer}.", highlight=False)
+        console.print("Took " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items()) + ".", highlight=False)
         console.print(
             f"Wrote {result.qmd} ({result.n_figures} figures, {result.n_tables} tables)"
             + "".join(f", {path}" for path in result.outputs.values())

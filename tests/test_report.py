@@ -129,9 +129,11 @@ def test_report_from_results_with_numbers_from_the_analysis(
     qmd = (out / "report.qmd").read_text()
     contrasts = pd.read_parquet(out / "analysis" / "contrasts.parquet")
     deepest = contrasts[(contrasts["fit"] == "all_runs") & (contrasts["frozen_layers"] == 12)]
-    for row in deepest.itertuples():  # the answer quotes the analysis, not a hard-coded sentence
-        assert f"{100 * row.estimate:+.1f}".replace("-", "−") in qmd
-    assert "all 12 layers" in qmd
+    answer = qmd.split("## The answer")[1].split("## Methods")[0]
+    for row in deepest[deepest["p_adj"] < 0.05].itertuples():  # the answer quotes the analysis' numbers
+        quoted = f"{100 * row.estimate:+.1f} [{100 * row.ci_low:+.1f}, {100 * row.ci_high:+.1f}]"
+        assert f"At n = {row.train_size}," in answer and quoted.replace("-", "−") in answer
+    assert len(deepest[deepest["p_adj"] < 0.05]) >= 1 and "all 12 layers" in answer
     refs = set(re.findall(r"\{#((?:fig|tbl)-[a-z0-9-]+)", qmd))
     assert len(refs) >= 10
     html = (out / "report.html").read_text()

@@ -147,7 +147,7 @@ def _emmeans_section(inputs: ReportInputs, w: _Writer) -> str:
             r = inter.iloc[0]
             body.append(
                 f"Likelihood-ratio test of the frozen × size interaction: LR = {r['lr_stat']:.2f}, "
-                f"df = {int(r['df'])}, p = {fmt_p(r['p_val'])}."
+                f"df = {int(r['df'])}, p {_p_text(r['p_val'])}."
             )
         parts.append(head + "\n\n".join(body))
     return "\n\n".join(parts)
@@ -510,6 +510,12 @@ def _model_section(inputs: ReportInputs, w: _Writer) -> str:
     else:
         parts.append("The analysis raised no warnings.")
     return "\n\n".join(parts)
+
+
+def _p_text(value: object) -> str:
+    """``= 0.012`` or ``< 0.001``, to follow a "p" in a sentence."""
+    text = fmt_p(value)
+    return text if text.startswith("<") else f"= {text}"
 
 
 def _term(name: object) -> str:

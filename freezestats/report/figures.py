@@ -74,7 +74,7 @@ def _size_colors(sizes: Sequence[int]) -> dict[int, tuple[float, ...]]:
     plt = _plt()
     cmap = plt.get_cmap("viridis")
     sizes = sorted(sizes)
-    return {s: cmap(0.1 + 0.75 * i / max(len(sizes) - 1, 1)) for i, s in enumerate(sizes)}
+    return {s: cmap(0.72 * i / max(len(sizes) - 1, 1)) for i, s in enumerate(sizes)}  # no pale yellow
 
 
 def _frozen_axis(ax: Axes, order: list[int], label: str = "frozen layers") -> None:
@@ -176,7 +176,7 @@ def interaction_plot(emmeans: pd.DataFrame, metric: str) -> Figure:
     colors = _size_colors(sizes)
     fig, ax = plt.subplots(figsize=(WIDTH, 3.4), constrained_layout=True)
     position = {k: i for i, k in enumerate(order)}
-    width = 0.3
+    width = 0.6
     for j, size in enumerate(sizes):
         part = emmeans[emmeans["train_size"] == size].copy()
         part["pos"] = part["frozen_layers"].map(position) + (j - (len(sizes) - 1) / 2) * width / max(len(sizes), 1)
@@ -248,7 +248,7 @@ def _by_size_lines(
     sizes = sorted(int(s) for s in table["train_size"].unique())
     colors = _size_colors(sizes)
     position = {k: i for i, k in enumerate(order)}
-    width = 0.3
+    width = 0.6
     for j, size in enumerate(sizes):
         part = table[table["train_size"] == size].copy()
         part["pos"] = part["frozen_layers"].map(position) + (j - (len(sizes) - 1) / 2) * width / max(len(sizes), 1)

@@ -103,37 +103,32 @@ def answer(inputs: ReportInputs) -> str:
             deepest = order[-1]
             d = rows.loc[deepest]
             deep_text = (
-                f"freezing {_depth_phrase(deepest, layers)} changes it by {_points(d['estimate'])} points "
+                f"freezing {_depth_phrase(deepest, layers)} changes the score by {_points(d['estimate'])} "
                 f"[{_points(d['ci_low'])}, {_points(d['ci_high'])}]"
             )
-            if safe and safe[-1] == deepest:
-                worst = float(rows["ci_low"].min())
-                sentences.append(
-                    f"at n = {int(size)}, no frozen level in the grid is detectably worse than {ref_phrase}: even "
-                    f"{deep_text}, and the intervals allow a loss of at most {max(0.0, -100 * worst):.1f} points"
+            if safe:
+                worst = max(0.0, -100 * float(rows.loc[safe, "ci_low"].min()))
+                lead = (
+                    f"At n = {int(size)}, freezing up to {_depth_phrase(safe[-1], layers)} costs at most "
+                    f"{worst:.1f} points"
                 )
-            elif safe:
-                worst = float(rows.loc[safe, "ci_low"].min())
-                sentences.append(
-                    f"at n = {int(size)}, freezing up to {_depth_phrase(safe[-1], layers)} costs at most "
-                    f"{max(0.0, -100 * worst):.1f} points (no level up to it is detectably worse than {ref_phrase}); "
-                    f"{deep_text}"
-                )
+                sentences.append(lead + ("" if safe[-1] == deepest else f", and {deep_text}"))
             else:
                 first = rows.iloc[0]
                 sentences.append(
-                    f"at n = {int(size)}, even freezing {_depth_phrase(order[0], layers)} is detectably worse "
-                    f"({_points(first['estimate'])} points [{_points(first['ci_low'])}, {_points(first['ci_high'])}]); "
+                    f"At n = {int(size)}, even freezing {_depth_phrase(order[0], layers)} changes the score by "
+                    f"{_points(first['estimate'])} [{_points(first['ci_low'])}, {_points(first['ci_high'])}], and "
                     f"{deep_text}"
                 )
-        text = "; ".join(sentences)
         paragraphs.append(
-            f"**{task}** ({metric_name(inputs, task)}, {settings.get('response')}): {text[0].upper()}{text[1:]}."
+            f"**{task}** ({metric_name(inputs, task)}, {settings.get('response')}). " + ". ".join(sentences) + "."
         )
     adjust = settings.get("adjust", "holm")
     paragraphs.append(
-        f"Points are 100 × the metric; intervals are 95% confidence intervals of the {settings.get('model')} model "
-        f"fitted to all runs, and “detectably worse” means a {adjust}-adjusted p < 0.05 within the train size."
+        f"Changes are in points (100 × the metric) against {ref_phrase}, with 95% confidence intervals of the "
+        f"{settings.get('model')} model fitted to all runs. “Costs at most” is the worst lower interval bound "
+        f"among the levels up to that depth, none of which is detectably worse ({adjust}-adjusted p ≥ 0.05 "
+        "within the train size)."
     )
     return "\n\n".join(paragraphs)
 
