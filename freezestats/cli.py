@@ -183,17 +183,22 @@ class _Worker(_Command):
         return _finish(report, args.storage)
 
 
+def _source_args(parser: argparse.ArgumentParser) -> None:
+    """Where the runs come from (a study database or an exported table) and the model to fit: analyze, report."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--storage", help="Optuna storage URL of the study (default sqlite:///freezestats.db)")
+    source.add_argument("--results", help="a table written by `freezestats export` (.parquet or .csv)")
+    parser.add_argument("--study-name", help="needed when the storage holds several studies")
+    parser.add_argument("--model", default="mixed", help="mixed (default), glmm or ols")
+    parser.add_argument("--metric", default="best_dev", help="response: best_dev (default), final_dev, heldout")
+
+
 class _Analyze(_Command):
     name = "analyze"
     help = "fit the statistical models of a study and write tidy tables + analysis.json"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        source = parser.add_mutually_exclusive_group()
-        source.add_argument("--storage", help="Optuna storage URL of the study")
-        source.add_argument("--results", help="a table written by `freezestats export` (.parquet or .csv)")
-        parser.add_argument("--study-name", help="needed when the storage holds several studies")
-        parser.add_argument("--model", default="mixed", help="mixed (default), glmm or ols")
-        parser.add_argument("--metric", default="best_dev", help="response: best_dev (default), final_dev, heldout")
+        _source_args(parser)
         parser.add_argument("--task", action="append", help="analyse only this task (repeatable)")
         parser.add_argument("--reference", type=int, default=0, help="frozen level to compare with (default 0)")
         parser.add_argument("--margin", type=float, help="equivalence margin for TOST, e.g. 0.01")
@@ -294,18 +299,11 @@ class _Report(_Command):
     help = "build the study's report: report.qmd with figures and tables, rendered to HTML and PDF"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        source = parser.add_mutually_exclusive_group()
-        source.add_argument("--storage", help="Optuna storage URL of the study (default sqlite:///freezestats.db)")
-        source.add_argument("--results", help="a table written by `freezestats export` (.parquet or .csv)")
+        _source_args(parser)
         parser.add_argument("--analysis", help="a folder written by `freezestats analyze` (skips the analysis)")
-        parser.add_argument("--study-name", help="needed when the storage holds several studies")
         parser.add_argument("-o", "--output", default="report", help="output folder (default ./report)")
         parser.add_argument("--format", default="html,pdf", help="html, pdf or html,pdf (default)")
         parser.add_argument("--overwrite", action="store_true", help="replace the report in an existing folder")
-        parser.add_argument("--model", default="mixed", help="when analysing: mixed (default), glmm or ols")
-        parser.add_argument(
-            "--metric", default="best_dev", help="when analysing: best_dev (default), final_dev, heldout"
-        )
         parser.add_argument("--margin", type=float, help="when analysing: equivalence margin for TOST, e.g. 0.01")
         parser.add_argument("--n-boot", type=int, default=2000, help="when analysing: bootstrap replicates")
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -172,29 +172,9 @@ def interaction_plot(emmeans: pd.DataFrame, metric: str) -> Figure:
     """Estimated marginal means vs frozen layers, one line per train size, with their 95% intervals."""
     plt = _plt()
     order = frozen_order(emmeans["frozen_layers"])
-    sizes = sorted(int(s) for s in emmeans["train_size"].unique())
-    colors = _size_colors(sizes)
     fig, ax = plt.subplots(figsize=(WIDTH, 3.4), constrained_layout=True)
-    position = {k: i for i, k in enumerate(order)}
-    width = 0.6
-    for j, size in enumerate(sizes):
-        part = emmeans[emmeans["train_size"] == size].copy()
-        part["pos"] = part["frozen_layers"].map(position) + (j - (len(sizes) - 1) / 2) * width / max(len(sizes), 1)
-        part = part.sort_values("pos")
-        ax.errorbar(
-            part["pos"],
-            part["emmean"],
-            yerr=[part["emmean"] - part["ci_low"], part["ci_high"] - part["emmean"]],
-            color=colors[size],
-            marker="o",
-            ms=4,
-            capsize=2,
-            lw=1.2,
-            label=f"n = {size}",
-        )
-    _frozen_axis(ax, order)
+    _by_size_lines(ax, emmeans, "emmean", "ci_low", "ci_high", order)
     ax.set_ylabel(f"estimated mean {metric}")
-    ax.grid(axis="y", alpha=0.3)
     ax.legend(title="train size", loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     return fig
 
