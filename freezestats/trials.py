@@ -220,9 +220,17 @@ def suggest_cell(trial: optuna.Trial, spec: StudySpec) -> Cell:
     return Cell(**values, role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)))
 
 
+def _cell_params(trial: FrozenTrial | optuna.Trial) -> dict[str, Any]:
+    """The cell's coordinates: the enqueued values, which are complete even when a worker died between
+    two ``suggest`` calls (its ``params`` then hold only part of the cell); copied trials have only params.
+    """
+    fixed = trial.system_attrs.get("fixed_params") if isinstance(trial, FrozenTrial) else None
+    return dict(fixed or trial.params)  # a live trial is requeued only after suggest_cell read all of it
+
+
 def cell_from_trial(trial: FrozenTrial) -> Cell:
     """The cell a stored trial ran (or, while it is WAITING, will run)."""
-    p = trial.params or trial.system_attrs.get("fixed_params", {})
+    p = _cell_params(trial)
     return Cell(
         task=p["task"],
         frozen_layers=int(p["frozen_layers"]),
@@ -287,8 +295,7 @@ def requeue(study: optuna.Study, trial: FrozenTrial | optuna.Trial, max_retries:
     failures = sum(counts_as_retry(t) for t in others) + (1 if counted else 0)
     if failures > max_retries:
         return False
-    params = trial.params or trial.system_attrs.get("fixed_params", {})
-    study.enqueue_trial(dict(params), user_attrs={"cell_key": key, "role": trial.user_attrs.get("role", "grid")})
+    study.enqueue_trial(_cell_params(trial), user_attrs={"cell_key": key, "role": trial.user_attrs.get("role", "grid")})
     return True
 
 

@@ -233,3 +233,24 @@ def test_two_studies_in_one_database_never_mix(
     storage = open_storage(postgres_url)
     a, b = (results_table(load_study(storage, n)) for n in ("study-a", "study-b"))
     assert (len(a), len(b)) == (1, 2) and set(a.study) == {"study-a"} and set(b.study) == {"study-b"}
+
+
+def test_a_worker_killed_between_two_suggests_requeues_the_whole_cell() -> None:
+    """A trial failed while only part of its cell was read back must be requeued with every coordinate."""
+    import optuna
+
+    from freezestats.cells import Cell
+    from freezestats.trials import cell_from_trial, enqueue_cells, requeue
+
+    study = optuna.create_study()
+    cell = Cell(task="sst2", frozen_layers=2, train_size=64, subset_draw=0, seed=1, learning_rate=5e-5)
+    enqueue_cells(study, [cell])
+    trial = study.ask()
+    trial.suggest_categorical("task", ["sst2"])  # the worker died here, before the other suggests
+    study.tell(trial, state=TrialState.FAIL)
+    dead = study.trials[0]
+    assert set(dead.params) == {"task"}
+    assert requeue(study, dead, max_retries=1)
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert [cell_from_trial(t) for t in waiting] == [cell]
+    assert cell_from_trial(dead) == cell
