@@ -140,6 +140,8 @@ def test_contrasts_match_emmeans_trt_vs_ctrl(fit: MixedFit, lme4: dict) -> None:
         "df",
         "ci_low",
         "ci_high",
+        "ci_low_adj",
+        "ci_high_adj",
         "t",
         "p_val",
         "p_adj",
@@ -163,6 +165,24 @@ def test_holm_is_multipletests_within_each_train_size(fit: MixedFit) -> None:
     np.testing.assert_array_equal(none[["ci_low", "ci_high"]], table[["ci_low", "ci_high"]])
 
 
+def test_adjusted_intervals_are_the_duals_of_the_adjusted_p_values(fit: MixedFit) -> None:
+    bonferroni = contrasts_vs_reference(fit, adjust="bonferroni")
+    holm = contrasts_vs_reference(fit, adjust="holm")
+    np.testing.assert_array_equal(holm[["ci_low_adj", "ci_high_adj"]], bonferroni[["ci_low_adj", "ci_high_adj"]])
+    # A Bonferroni interval excludes 0 exactly when the Bonferroni-adjusted p value is below 0.05 ...
+    excludes_zero = (bonferroni["ci_low_adj"] > 0) | (bonferroni["ci_high_adj"] < 0)
+    assert (excludes_zero == (bonferroni["p_adj"] < 0.05)).all()
+    assert excludes_zero.any() and not excludes_zero.all()  # the fixture has both kinds
+    # ... and is wider than the per-comparison interval.
+    assert (
+        (bonferroni["ci_high_adj"] - bonferroni["ci_low_adj"]) > (bonferroni["ci_high"] - bonferroni["ci_low"])
+    ).all()
+    none = contrasts_vs_reference(fit, adjust="none")
+    np.testing.assert_array_equal(
+        none[["ci_low_adj", "ci_high_adj"]].to_numpy(), none[["ci_low", "ci_high"]].to_numpy()
+    )
+
+
 def test_dunnett_matches_emmeans_mvt(fit: MixedFit, lme4: dict) -> None:
     dunnett = contrasts_vs_reference(fit, adjust="dunnett")
     merged = _by_cell(dunnett, lme4["contrasts"], ["train_size", "frozen_layers"])
@@ -170,6 +190,9 @@ def test_dunnett_matches_emmeans_mvt(fit: MixedFit, lme4: dict) -> None:
     np.testing.assert_allclose(merged["p_adj"], merged["p_dunnett"], atol=1e-3)
     np.testing.assert_allclose(merged["ci_low"], merged["ci_low_dunnett"], atol=1e-4)
     np.testing.assert_allclose(merged["ci_high"], merged["ci_high_dunnett"], atol=1e-4)
+    np.testing.assert_array_equal(
+        dunnett[["ci_low_adj", "ci_high_adj"]].to_numpy(), dunnett[["ci_low", "ci_high"]].to_numpy()
+    )
     assert (merged["p_adj"] >= merged["p_val"]).all()
 
 

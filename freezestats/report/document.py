@@ -164,12 +164,14 @@ def _contrasts_section(inputs: ReportInputs, w: _Writer) -> str:
             continue
         adjust = str(contrasts["adjust"].iloc[0])
         reference = "full fine-tuning" if settings.get("reference", 0) == 0 else "the reference level"
-        simultaneous = adjust == "dunnett"
-        interval = (
-            "simultaneous 95% intervals (Dunnett)"
-            if simultaneous
-            else f"95% intervals per comparison; filled markers: {adjust}-adjusted p < 0.05 within the train size"
-        )
+        adjusted = "ci_low_adj" in contrasts.columns  # analyses written before the column existed lack it
+        interval = {
+            "dunnett": "simultaneous 95% intervals (Dunnett)",
+            "holm": "Bonferroni-adjusted 95% intervals within the train size (Holm's step-down test has no "
+            "interval form; emmeans substitutes the same)",
+            "bonferroni": "Bonferroni-adjusted 95% intervals within the train size",
+        }.get(adjust if adjusted else "", "95% intervals per comparison")
+        interval += f"; filled markers: {adjust}-adjusted p < 0.05 within the train size"
         body = [
             w.figure(
                 F.forest_plot(contrasts, settings.get("margin")),

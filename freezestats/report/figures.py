@@ -182,10 +182,12 @@ def interaction_plot(emmeans: pd.DataFrame, metric: str) -> Figure:
 def forest_plot(contrasts: pd.DataFrame, margin: float | None = None) -> Figure:
     """Each frozen level minus full fine-tuning, per train size: estimate and interval in points.
 
-    Filled markers: the adjusted p value (``p_adj``) is below 0.05. The equivalence margin, when the
-    analysis used one, is drawn as dotted lines.
+    The intervals are the adjusted ones (``ci_*_adj``), so that an interval clear of zero and a filled
+    marker (adjusted p below 0.05) tell the same story. The equivalence margin, when the analysis used
+    one, is drawn as dotted lines.
     """
     plt = _plt()
+    low, high = ("ci_low_adj", "ci_high_adj") if "ci_low_adj" in contrasts.columns else ("ci_low", "ci_high")
     frame = contrasts.copy()
     order = frozen_order(frame["frozen_layers"])
     frame["depth"] = frame["frozen_layers"].map({k: i for i, k in enumerate(order)})
@@ -199,7 +201,7 @@ def forest_plot(contrasts: pd.DataFrame, margin: float | None = None) -> Figure:
         part = frame[frame["train_size"] == size]
         for row in part.itertuples():
             significant = bool(row.p_adj < 0.05)
-            ax.plot([100 * row.ci_low, 100 * row.ci_high], [y, y], color=colors[size], lw=1.4)
+            ax.plot([100 * getattr(row, low), 100 * getattr(row, high)], [y, y], color=colors[size], lw=1.4)
             ax.plot(
                 100 * row.estimate,
                 y,

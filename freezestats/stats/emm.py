@@ -247,6 +247,10 @@ def contrasts_vs_reference(
         * ``df``: degrees of freedom of the t reference
         * ``ci_low``, ``ci_high``: intervals; simultaneous over the family for ``"dunnett"``, per comparison
           (unadjusted) otherwise
+        * ``ci_low_adj``, ``ci_high_adj``: intervals that match ``p_adj``: simultaneous for ``"dunnett"``,
+          Bonferroni (level ``1 - (1 - confidence) / m`` for the ``m`` comparisons of the train size) for
+          ``"bonferroni"`` and ``"holm"`` — Holm's step-down procedure has no interval form, and Bonferroni is
+          what emmeans' ``confint`` substitutes for it — and per comparison for ``"none"``
         * ``t``: ``estimate / se``
         * ``p_val``: two-sided, unadjusted
         * ``p_adj``: adjusted within the train size (equal to ``p_val`` for ``"none"``)
@@ -299,23 +303,27 @@ def contrasts_vs_reference(
     p_val = 2 * stats.t.sf(np.abs(t_stat), df)
     p_adj = p_val.copy()
     crit = stats.t.ppf(0.5 + confidence / 2, df)
+    crit_adj = crit.copy()
     critical_values: dict[tuple[bytes, float], float] = {}
     for size in fit.train_sizes:
         idx = np.flatnonzero(table["train_size"].to_numpy() == size)
         if adjust in ("holm", "bonferroni"):
             p_adj[idx] = multipletests(p_val[idx], method=adjust)[1]
+            crit_adj[idx] = stats.t.ppf(1 - (1 - confidence) / (2 * len(idx)), df[idx])
         elif adjust == "dunnett":
             cov = rows[idx] @ fit.cov_params @ rows[idx].T
             p_adj[idx], crit_family = _dunnett(
                 t_stat[idx], cov, float(df[idx].min()), confidence, size, critical_values
             )
-            crit[idx] = crit_family
+            crit[idx] = crit_adj[idx] = crit_family
     return table.assign(
         estimate=estimate,
         se=se,
         df=df,
         ci_low=estimate - crit * se,
         ci_high=estimate + crit * se,
+        ci_low_adj=estimate - crit_adj * se,
+        ci_high_adj=estimate + crit_adj * se,
         t=t_stat,
         p_val=p_val,
         p_adj=p_adj,
