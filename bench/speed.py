@@ -62,19 +62,25 @@ def parse_cells(text: str | None) -> list[Cell]:
 # -- the parts -----------------------------------------------------------------------------------------
 
 
+def run_timed(command: list[str], data_dir: str | None, what: str) -> tuple[str, float]:
+    """Run one process to its end; its wall time includes start-up and imports, as a user waits for them."""
+    if data_dir:
+        command = [*command, "--data-dir", data_dir]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{done.stderr[-3000:]}")
+    return done.stdout, wall
+
+
 def run_reference(cells: list[Cell], seed: int, data_dir: str | None) -> list[dict]:
     rows = []
     for task, frozen, size in cells:
         command = [sys.executable, str(REPO / "bench" / "reference_trainer.py"), "--task", task]
         command += ["--size", str(size), "--frozen", str(frozen), "--seed", str(seed), "--spec", str(SPEC)]
-        if data_dir:
-            command += ["--data-dir", data_dir]
-        started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise SystemExit(f"reference cell {task}:{frozen}:{size} failed:\n{done.stderr[-3000:]}")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        stdout, wall = run_timed(command, data_dir, f"reference cell {task}:{frozen}:{size}")
+        result = json.loads(stdout.strip().splitlines()[-1])
         rows.append({**result, "wall": wall})
         print(f"  reference {task:5s} frozen {frozen:2d} n={size:5d}: {wall:7.1f} s  best_dev {result['best_dev']:.4f}")
     return rows
@@ -87,13 +93,7 @@ def run_freezestats(cells: list[Cell], seed: int, data_dir: str | None, frozen_d
         command = [sys.executable, __file__, "--_worker", frozen_dropout, "--_db", str(Path(tmp) / "bench.db")]
         command += ["--cells", ",".join(f"{t}:{k}:{n}" for t, k, n in cells), "--seed", str(seed)]
         command += ["--_trials-out", str(out)]
-        if data_dir:
-            command += ["--data-dir", data_dir]
-        started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise SystemExit(f"freezestats ({frozen_dropout}) failed:\n{done.stderr[-3000:]}")
+        _, wall = run_timed(command, data_dir, f"freezestats ({frozen_dropout})")
         trials = json.loads(out.read_text())
     for row in trials:
         print(
