@@ -176,6 +176,7 @@ class PrefixCache:
 
     def _put(self, key: tuple, value: Any, size: int) -> None:
         self._entries[key] = value
+        self._entries.move_to_end(key)  # a store that just grew is the most recently used, not the oldest
         self._sizes[key] = size
         while sum(self._sizes.values()) > self.max_bytes and len(self._entries) > 1:
             old, _ = self._entries.popitem(last=False)
