@@ -70,6 +70,11 @@ class _Stop(Exception):
     """Raised by a capture hook once the deepest requested depth is reached: the rest need not run."""
 
 
+def _input_name(encoder: nn.Module) -> str:
+    """Name of the encoder's hidden-states argument, for callers that pass it by keyword (DistilBERT)."""
+    return next(iter(inspect.signature(encoder.forward).parameters))
+
+
 @contextmanager
 def _cut(parts: EncoderParts, start: int, hidden: torch.Tensor | None) -> Iterator[None]:
     """Run only ``layers[start:]``, fed with ``hidden`` (the hidden states at depth ``start``)."""
@@ -78,7 +83,7 @@ def _cut(parts: EncoderParts, start: int, hidden: torch.Tensor | None) -> Iterat
     if hidden is None:
         yield
         return
-    first_param = next(iter(inspect.signature(encoder.forward).parameters))
+    first_param = _input_name(encoder)
 
     def feed(_module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         if args:
@@ -120,7 +125,7 @@ def hidden_at(
     with ExitStack() as stack:
         stack.enter_context(_cut(parts, start, hidden))
         if start in wanted:
-            name = next(iter(inspect.signature(parts.encoder.forward).parameters))
+            name = _input_name(parts.encoder)
 
             def at_input(_m: nn.Module, args: tuple, kwargs: dict) -> None:
                 keep(start, args[0] if args else kwargs[name])
