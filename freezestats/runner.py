@@ -34,6 +34,7 @@ from freezestats.cells import Cell, CellRole, grid_cells, search_cells
 from freezestats.data import TaskData, load_task_data
 from freezestats.exceptions import StorageError
 from freezestats.freezing import get_strategy
+from freezestats.interrupts import InterruptGate
 from freezestats.lr_search import choose_rates
 from freezestats.metrics import count_correct, is_failed_run, majority_baseline
 from freezestats.spec import FULL, StudySpec, check_against
@@ -168,7 +169,8 @@ def run_study(
     runner = _Runner(prepared, study, artifacts, max_trials, show_progress and pool is None, pool)
     interrupted = False
     try:
-        runner.run()
+        with runner.interrupts:
+            runner.run()
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -204,7 +206,8 @@ def work_study(
     runner = _Runner(prepared, study, artifacts, max_trials, show_progress, None)
     interrupted = False
     try:
-        runner.drain()
+        with runner.interrupts:
+            runner.drain()
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -343,6 +346,7 @@ class _Runner:
         self.progress = _Progress(show_progress, prepared.n_cells())
         self.pool = pool
         self.prefix_cache = PrefixCache()  # frozen-layer outputs, shared by this process's trials
+        self.interrupts = InterruptGate()  # Ctrl-C lands inside a trial's fine-tuning or between trials
         # Optuna logs a traceback per failed trial; we print one line and store the reason instead.
         optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -360,12 +364,17 @@ class _Runner:
         """Enqueue, run, and enqueue again what failed (up to ``max_retries`` times per cell)."""
         while self._budget_left():
             added = enqueue_cells(self.study, cells, self.spec.execution.max_retries)
+            self.interrupts.check()
             if not added and not self._waiting():
                 return
             if self.pool is not None:
-                self.n_run += self.pool.run(self.study, poll=lambda: self.progress.set_done(self._n_complete()))
+                self.n_run += self.pool.run(self.study, poll=self._poll_pool)
             else:
                 self.drain()
+
+    def _poll_pool(self) -> None:
+        self.progress.set_done(self._n_complete())
+        self.interrupts.check()  # raises in the pool's wait loop, which passes Ctrl-C on to the workers
 
     def close(self) -> None:
         self.progress.stop()
@@ -383,6 +392,7 @@ class _Runner:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 self.study.optimize(self._objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
+            self.interrupts.check()
             self.progress.set_done(self._n_complete())
 
     def _n_complete(self) -> int:
@@ -430,12 +440,14 @@ class _Runner:
             # Another worker took the last WAITING cell between our check and our claim.
             trial.set_user_attr("stray", True)
             raise optuna.TrialPruned("no enqueued cell was left to claim")
-        cell = suggest_cell(trial, self.spec)
         self.n_run += 1  # counted here, so a stray claim (a race lost to another worker) is not a run
-        self.progress.start_cell(cell)
         try:
-            record = self._run_cell(cell, trial)
-        except KeyboardInterrupt:
+            with self.interrupts.interruptible():
+                cell = suggest_cell(trial, self.spec)
+                self.progress.start_cell(cell)
+                record = self._run_cell(cell, trial)
+                set_user_attrs(trial, record)
+        except KeyboardInterrupt:  # the cell goes back in the queue and does not count as a failure
             trial.set_user_attr("fail_reason", INTERRUPTED)
             requeue(self.study, trial, self.spec.execution.max_retries, counted=False)
             raise
@@ -443,9 +455,9 @@ class _Runner:
             reason = f"{type(err).__name__}: {err}"[:2000]
             trial.set_user_attr("fail_reason", reason)
             again = requeue(self.study, trial, self.spec.execution.max_retries)
-            self.progress.note(f"trial {trial.number} ({cell.key}) failed: {reason}" + (" (retrying)" if again else ""))
+            where = trial.user_attrs.get("cell_key", "?")
+            self.progress.note(f"trial {trial.number} ({where}) failed: {reason}" + (" (retrying)" if again else ""))
             raise
-        set_user_attrs(trial, record)
         return float(record["best_dev"])
 
     def _run_cell(self, cell: Cell, trial: optuna.Trial) -> dict[str, Any]:

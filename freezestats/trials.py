@@ -84,7 +84,7 @@ def open_storage(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are stable
-                return optuna.storages.RDBStorage(
+                storage = optuna.storages.RDBStorage(
                     url,
                     heartbeat_interval=heartbeat_interval,
                     grace_period=grace_period,
@@ -95,7 +95,36 @@ def open_storage(
             if "already exists" in str(err) and attempt < 2:
                 continue  # another process created the schema at the same moment; now it exists
             raise StorageError(f"Cannot open the study storage {url}: {str(err).splitlines()[0]}") from err
+        if url.startswith("sqlite"):
+            _make_sqlite_transactions_atomic(storage.engine, read_only=must_exist)
+        return storage
     raise AssertionError("unreachable")
+
+
+def _make_sqlite_transactions_atomic(engine: Any, read_only: bool) -> None:
+    """Make each SQLAlchemy transaction one SQLite transaction, so two workers cannot claim one trial.
+
+    Python's sqlite3 driver sends BEGIN only before the first INSERT/UPDATE, so Optuna's claim of a
+    WAITING trial (read the state, then write RUNNING) reads outside any transaction: two workers can
+    both read WAITING and both run the cell, and the second ``tell`` fails ("Cannot tell a COMPLETE
+    trial"). SQLAlchemy's documented remedy is to switch the driver's own BEGIN off and emit one at the
+    start of every transaction. ``BEGIN IMMEDIATE`` takes the write lock up front, so a second writer
+    waits (up to the connect timeout) instead of failing with a deadlock; commands that only read get a
+    plain BEGIN, which works on a read-only file.
+    """
+    from sqlalchemy import event
+
+    begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
+
+    @event.listens_for(engine, "connect")
+    def _no_driver_transactions(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql(begin)
+
+    engine.dispose()  # connections opened while Optuna set the schema up predate the listeners
 
 
 def _requeue_stale(max_retries: int) -> Callable[[optuna.Study, FrozenTrial], None]:
@@ -220,12 +249,11 @@ def suggest_cell(trial: optuna.Trial, spec: StudySpec) -> Cell:
     return Cell(**values, role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)))
 
 
-def _cell_params(trial: FrozenTrial | optuna.Trial) -> dict[str, Any]:
-    """The cell's coordinates: the enqueued values, which are complete even when a worker died between
+def _cell_params(trial: FrozenTrial) -> dict[str, Any]:
+    """The cell's coordinates: the enqueued values, which are complete even when a worker stopped between
     two ``suggest`` calls (its ``params`` then hold only part of the cell); copied trials have only params.
     """
-    fixed = trial.system_attrs.get("fixed_params") if isinstance(trial, FrozenTrial) else None
-    return dict(fixed or trial.params)  # a live trial is requeued only after suggest_cell read all of it
+    return dict(trial.system_attrs.get("fixed_params") or trial.params)
 
 
 def cell_from_trial(trial: FrozenTrial) -> Cell:
@@ -289,13 +317,18 @@ def requeue(study: optuna.Study, trial: FrozenTrial | optuna.Trial, max_retries:
     key = trial.user_attrs.get("cell_key")
     if key is None:
         return False
-    others = [t for t in trials_by_cell(study).get(key, []) if t.number != trial.number]
+    same_cell = trials_by_cell(study).get(key, [])
+    stored = next((t for t in same_cell if t.number == trial.number), None)
+    if stored is None:
+        return False
+    others = [t for t in same_cell if t.number != trial.number]
     if any(t.state in (TrialState.COMPLETE, TrialState.WAITING) for t in others):
         return False
     failures = sum(counts_as_retry(t) for t in others) + (1 if counted else 0)
     if failures > max_retries:
         return False
-    study.enqueue_trial(_cell_params(trial), user_attrs={"cell_key": key, "role": trial.user_attrs.get("role", "grid")})
+    role = trial.user_attrs.get("role", "grid")
+    study.enqueue_trial(_cell_params(stored), user_attrs={"cell_key": key, "role": role})
     return True
 
 

@@ -197,6 +197,47 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(tmp_path: Path, tiny_model: 
     assert interrupted[0].user_attrs["cell_key"] in after  # the interrupted cell ran again
 
 
+@pytest.mark.parametrize("where", ["claimed", "recording"])
+def test_ctrl_c_outside_the_fine_tuning_still_requeues_the_cell(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Ctrl-C just after Optuna claimed a trial, or while its results are written, is recorded like any other."""
+    import freezestats.runner as runner_module
+
+    spec_path = _spec(tmp_path, tiny_model)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    calls = Counter()
+
+    def ctrl_c_on_second_call(name: str, real):
+        def wrapper(*args, **kwargs):
+            calls[name] += name == "claimed" or isinstance(args[0], optuna.Trial)  # trial records, not study attrs
+            if calls[name] == 2 and not calls["sent"]:
+                calls["sent"] += 1
+                os.kill(os.getpid(), signal.SIGINT)
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    if where == "claimed":  # between Optuna's ask() and the objective: the trial is RUNNING, no code of ours ran
+        real = optuna.study._optimize.get_heartbeat_thread
+        monkeypatch.setattr(optuna.study._optimize, "get_heartbeat_thread", ctrl_c_on_second_call(where, real))
+    else:
+        monkeypatch.setattr(runner_module, "set_user_attrs", ctrl_c_on_second_call(where, runner_module.set_user_attrs))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    study = load_study(open_storage(storage), None)
+    states = Counter(t.state for t in study.get_trials())
+    assert states == {TrialState.COMPLETE: 1, TrialState.FAIL: 1, TrialState.WAITING: 3}, states
+    (failed,) = study.get_trials(states=(TrialState.FAIL,))
+    assert failed.user_attrs["fail_reason"] == "interrupted"
+    monkeypatch.undo()
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    assert len(_cell_counts(tmp_path / "study.db")) == 4
+
+
 def test_full_model_lr_search(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
     spec_path = _spec(
         tmp_path,

@@ -43,8 +43,12 @@ def test_two_local_workers_on_sqlite_run_every_cell_exactly_once(
     counts = _complete_per_cell(storage)
     assert len(counts) == 12 and set(counts.values()) == {1}
     study = load_study(open_storage(storage), None)
-    assert len({t.user_attrs["cell_key"] for t in study.get_trials()}) == 12
-    assert all(t.state == TrialState.COMPLETE for t in study.get_trials() if "cell_key" in t.user_attrs)
+    cells = [t for t in study.get_trials() if "cell_key" in t.user_attrs]
+    assert len({t.user_attrs["cell_key"] for t in cells}) == 12 and all(t.state == TrialState.COMPLETE for t in cells)
+    # A worker that saw a WAITING cell and lost it to the other gets a fresh trial from Optuna: it is
+    # marked and pruned, never run.
+    strays = [t for t in study.get_trials() if "cell_key" not in t.user_attrs]
+    assert all(t.state == TrialState.PRUNED and t.user_attrs.get("stray") for t in strays)
 
 
 def test_enqueue_only_then_independent_workers(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
@@ -254,3 +258,30 @@ def test_a_worker_killed_between_two_suggests_requeues_the_whole_cell() -> None:
     waiting = study.get_trials(states=(TrialState.WAITING,))
     assert [cell_from_trial(t) for t in waiting] == [cell]
     assert cell_from_trial(dead) == cell
+
+
+def test_a_sqlite_claim_reads_and_writes_in_one_transaction(tmp_path: Path) -> None:
+    """Optuna claims a WAITING trial by reading its state, then writing RUNNING; on SQLite both must be one
+    transaction, or two workers can claim (and run) the same cell. Python's sqlite3 driver by itself sends
+    BEGIN only before a write, so the read would hold no lock and the other worker's write would go through.
+    """
+    import sqlite3
+
+    from sqlalchemy import text
+
+    db = tmp_path / "study.db"
+    storage = open_storage(f"sqlite:///{db}")
+    with storage.engine.connect() as connection, connection.begin():
+        connection.execute(text("SELECT count(*) FROM trials")).all()  # the read half of a claim
+        other = sqlite3.connect(db, timeout=0.2, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")  # another worker's claim waits for this one to commit
+        other.close()
+    # Commands that only read (status, export) take no write lock, so they never hold up a worker.
+    read_only = open_storage(f"sqlite:///{db}", must_exist=True)
+    with read_only.engine.connect() as connection, connection.begin():
+        connection.execute(text("SELECT count(*) FROM trials")).all()
+        other = sqlite3.connect(db, timeout=0.2, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        other.close()
