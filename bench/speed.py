@@ -2,17 +2,21 @@
 
 One invocation runs, one after the other on the same machine:
 
-1. the reference (``bench/reference_trainer.py``): one process per cell, as the blog's recipe does;
-2. freezestats with the study's defaults (frozen layers keep dropout, as in the blog): one
-   ``freezestats`` worker process for all the cells, timed from process start to exit;
-3. freezestats with ``frozen_dropout = "off"`` (a different experiment, which makes the frozen layers'
-   training outputs cacheable too).
+1. the reference (``bench/reference_trainer.py``): one process per cell, as the blog's recipe does (fp32,
+   Trainer's default);
+2. freezestats parts, each one ``freezestats`` worker process for all the cells, timed from process start
+   to exit. A part is named ``<frozen_dropout>[-<precision>]``: ``on`` is the study's defaults (frozen
+   layers keep dropout, as in the blog; ``precision = "auto"``, which is bf16 autocast on a CPU with bf16
+   instructions), ``off`` the opt-in experiment whose frozen layers' training outputs are cached too, and
+   ``-fp32`` / ``-bf16`` pin the precision.
 
 It prints each cell's wall time and best_dev under each, the total throughput ratios, the ratio on cells
-with frozen >= 4 for (3), the paired best_dev differences (mean, 95% t interval, mean |Δ|), and how cost
-grows with train size and with frozen layers. Raw numbers go to ``--out`` (JSON).
+with frozen >= 4, the paired best_dev differences against the reference (mean, 95% t interval, mean |Δ|)
+and, when both precisions ran, bf16 against fp32 on the same cells; and how cost grows with train size and
+with frozen layers. Raw numbers go to ``--out`` (JSON); ``--from-json`` prints the report again from them.
 
-    FREEZESTATS_DATA=../shared/data/glue python bench/speed.py             # ~1 h on a 2-core CPU
+    FREEZESTATS_DATA=../shared/data/glue python bench/speed.py             # ~40 min on a 2-core CPU
+    FREEZESTATS_DATA=../shared/data/glue python bench/speed.py --parts reference,on-fp32,off-fp32,on-bf16,off-bf16
     FREEZESTATS_DATA=../shared/data/glue python bench/speed.py --cells sst2:4:50,cola:0:50 --seed 2
 
 The default sample (10 of the 30 cells task x frozen {-1,0,2,4,6} x size {50,200,1000}, seed 1) gives
@@ -111,11 +115,12 @@ def worker_part(args: argparse.Namespace) -> None:
 
     wanted = set(parse_cells(args.cells))
     spec = load_spec(SPEC)
+    frozen_dropout, _, precision = args._worker.partition("-")
     spec = replace(
         spec,
         name=f"bench-speed-{args._worker}",
         grid=replace(spec.grid, seeds=(args.seed,)),
-        training=replace(spec.training, frozen_dropout=args._worker),
+        training=replace(spec.training, frozen_dropout=frozen_dropout, precision=precision or spec.training.precision),
     )
     storage = f"sqlite:///{args._db}"
     prepared = prepare_study(spec, args.data_dir)
@@ -138,6 +143,7 @@ def worker_part(args: argparse.Namespace) -> None:
                 "fit_seconds": attrs.get("wall_seconds"),
                 "eval_prefix_cached": attrs.get("eval_prefix_cached"),
                 "train_prefix_cached": attrs.get("train_prefix_cached"),
+                "precision": attrs.get("precision"),
             }
         )
     Path(args._trials_out).write_text(json.dumps(rows))
@@ -165,7 +171,7 @@ def paired_summary(name: str, ours: dict[Cell, dict], reference: dict[Cell, dict
     summary = {"n": n, "mean_diff_points": mean, "ci95": [mean - half, mean + half], "sd_points": sd}
     summary["mean_abs_diff_points"] = sum(abs(d) for d in diffs) / n
     print(
-        f"  {name} - reference, best_dev in points: mean {mean:+.2f} (95% CI {mean - half:+.2f} .. {mean + half:+.2f}),"
+        f"  {name}, best_dev in points: mean {mean:+.2f} (95% CI {mean - half:+.2f} .. {mean + half:+.2f}),"
         f" sd {sd:.2f}, mean |Δ| {summary['mean_abs_diff_points']:.2f}, n={n}"
     )
     return summary
@@ -221,7 +227,15 @@ def report(cells: list[Cell], reference: list[dict], parts: dict[str, dict]) -> 
     if reference:
         print("\nsame science? (paired by cell; dropout and data-order streams differ between implementations)")
         for mode in parts:
-            summary["modes"][mode]["paired"] = paired_summary(f"freezestats[{mode}]", by_mode[mode], ref)
+            summary["modes"][mode]["paired"] = paired_summary(f"freezestats[{mode}] - reference", by_mode[mode], ref)
+    mixed = [m for m in parts if m.endswith("-bf16") and m.replace("-bf16", "-fp32") in parts]
+    if mixed:
+        print("\nbf16 vs fp32 autocast (paired by cell; same seed, same data order and dropout stream)")
+        for mode in mixed:
+            full = mode.replace("-bf16", "-fp32")
+            summary["modes"][mode]["paired_vs_fp32"] = paired_summary(
+                f"freezestats[{mode}] - [{full}]", by_mode[mode], by_mode[full]
+            )
     print("\nhow cost grows (mean wall per cell)")
     if reference:
         cost_growth("reference", {c: r["wall"] for c, r in ref.items()})
@@ -234,15 +248,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", default=None, help="task:frozen:size,... (default: the 10-cell sample)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--parts", default="reference,on,off", help="which of reference,on,off to run")
+    parser.add_argument(
+        "--parts",
+        default="reference,on,off",
+        help="reference, and freezestats parts named frozen_dropout[-precision]: on, off, on-fp32, off-bf16, ...",
+    )
     parser.add_argument("--data-dir", default=os.environ.get("FREEZESTATS_DATA"))
     parser.add_argument("--out", default=None, help="write the raw numbers and the summary here (JSON)")
+    parser.add_argument("--from-json", default=None, help="print the report of an earlier --out file; run nothing")
     parser.add_argument("--_worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_db", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_trials-out", dest="_trials_out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._worker:
         worker_part(args)
+        return
+    if args.from_json:
+        raw = json.loads(Path(args.from_json).read_text())
+        report([tuple(c) for c in raw["cells"]], raw["reference"], raw["freezestats"])
         return
     import platform
 
@@ -260,9 +283,10 @@ def main() -> None:
         print("reference (HF Trainer, one process per cell)")
         reference = run_reference(cells, args.seed, args.data_dir)
     results = {}
-    for mode in ("on", "off"):
-        if mode in parts:
-            print(f"freezestats, frozen_dropout={mode!r} (one worker process)")
+    for mode in parts:
+        if mode != "reference":
+            frozen_dropout, _, precision = mode.partition("-")
+            print(f"freezestats, frozen_dropout={frozen_dropout!r}, precision={precision or 'auto'} (one worker)")
             results[mode] = run_freezestats(cells, args.seed, args.data_dir, mode)
     summary = report(cells, reference, results)
     if args.out:

@@ -349,6 +349,27 @@ class _Runner:
         self.interrupts = InterruptGate()  # Ctrl-C lands inside a trial's fine-tuning or between trials
         # Optuna logs a traceback per failed trial; we print one line and store the reason instead.
         optuna.logging.set_verbosity(optuna.logging.ERROR)
+        self._note_mixed_precision()
+
+    def _note_mixed_precision(self) -> None:
+        """Say so when this process will train in another precision than the study's finished trials did.
+
+        ``precision = "auto"`` resolves per machine (bf16 on GPUs and bf16-capable CPUs, fp32 elsewhere),
+        so a study resumed on other hardware can mix precisions; each trial records its own, and the
+        analysis can be restricted to one.
+        """
+        from freezestats.training import resolve_device, resolve_precision
+
+        finished = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        ran = {t.user_attrs["precision"] for t in finished if is_enqueued_cell(t) and "precision" in t.user_attrs}
+        training = self.spec.training
+        now = resolve_precision(training.precision, resolve_device(training.device))
+        if ran and ran != {now}:
+            self.progress.note(
+                f"Note: this study's finished trials ran in {', '.join(sorted(ran))}; the trials run now will "
+                f"use {now} (training.precision = {training.precision!r} on this machine). Each trial records "
+                "its precision (the `precision` column of the export); set it explicitly to keep one."
+            )
 
     def run(self) -> None:
         """Both phases: the learning-rate search (if any), then the grid."""

@@ -124,9 +124,7 @@ def test_cache_drops_the_least_recently_used_depth_beyond_its_budget() -> None:
 def _tune(model: Path, glue_dir: Path, frozen: int, **kwargs):
     task, tokenizer, train, val, select, score = _inputs("sst2", model, glue_dir)
     train, val = replace(train, name="sst2/train"), replace(val, name="sst2/validation")  # as the runner names them
-    training = kwargs.pop("training", None) or TrainingSpec(
-        epochs=2, batch_size=16, eval_every_epochs=0.5, eval_batch_size=32, device="cpu"
-    )
+    training = kwargs.pop("training", None) or _training(precision="fp32")  # bit-for-bit on any CPU
     return fine_tune(
         model_name=str(model),
         task=task,
@@ -145,10 +143,18 @@ def _tune(model: Path, glue_dir: Path, frozen: int, **kwargs):
     )
 
 
+def _training(**kwargs) -> TrainingSpec:
+    return TrainingSpec(epochs=2, batch_size=16, eval_every_epochs=0.5, eval_batch_size=32, device="cpu", **kwargs)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("frozen", [-1, 1, 2])
-def test_fine_tune_predictions_are_identical_with_and_without_the_cache(tiny_model: Path, glue_dir: Path, frozen):
-    cached = _tune(tiny_model, glue_dir, frozen)
-    plain = _tune(tiny_model, glue_dir, frozen, use_prefix_cache=False)
+def test_fine_tune_predictions_are_identical_with_and_without_the_cache(
+    tiny_model: Path, glue_dir: Path, frozen: int, precision: str
+) -> None:
+    cached = _tune(tiny_model, glue_dir, frozen, training=_training(precision=precision))
+    plain = _tune(tiny_model, glue_dir, frozen, training=_training(precision=precision), use_prefix_cache=False)
+    assert cached.precision == plain.precision == precision
     assert cached.extra["eval_prefix_cached"] and not plain.extra["eval_prefix_cached"]
     assert np.array_equal(cached.final_logits, plain.final_logits)
     assert [p["full"] for p in cached.curve] == [p["full"] for p in plain.curve]
@@ -165,9 +171,7 @@ def test_the_cache_is_shared_by_later_trials(tiny_model: Path, glue_dir: Path) -
 
 
 def test_frozen_dropout_off_cached_training_matches_uncached(tiny_model: Path, glue_dir: Path) -> None:
-    off = TrainingSpec(
-        epochs=2, batch_size=16, eval_every_epochs=0.5, eval_batch_size=32, device="cpu", frozen_dropout="off"
-    )
+    off = _training(precision="fp32", frozen_dropout="off")
     cached = _tune(tiny_model, glue_dir, 1, training=off)
     plain = _tune(tiny_model, glue_dir, 1, training=off, use_prefix_cache=False)
     blog = _tune(tiny_model, glue_dir, 1)  # frozen layers keep dropout
@@ -180,11 +184,14 @@ def test_frozen_dropout_off_cached_training_matches_uncached(tiny_model: Path, g
 
 
 @pytest.mark.slow
-def test_real_minilm_predictions_are_identical_with_and_without_the_cache(glue_dir: Path) -> None:
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_real_minilm_predictions_are_identical_with_and_without_the_cache(glue_dir: Path, precision: str) -> None:
     from freezestats.backbone import resolve_model
 
     minilm = Path(resolve_model("minilm-l6"))
-    training = TrainingSpec(epochs=1, batch_size=16, eval_every_epochs=0.5, eval_batch_size=32, device="cpu")
+    training = TrainingSpec(
+        epochs=1, batch_size=16, eval_every_epochs=0.5, eval_batch_size=32, device="cpu", precision=precision
+    )
     cached = _tune(minilm, glue_dir, 4, training=training)
     plain = _tune(minilm, glue_dir, 4, training=training, use_prefix_cache=False)
     assert cached.extra["eval_prefix_cached"]

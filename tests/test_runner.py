@@ -394,3 +394,20 @@ def test_frozen_dropout_is_labelled_in_the_export(tmp_path: Path, tiny_model: Pa
     cached = {t.params["frozen_layers"]: t.user_attrs for t in study.get_trials(states=(TrialState.COMPLETE,))}
     assert cached[2]["eval_prefix_cached"] and not cached[0]["eval_prefix_cached"]  # k=0: nothing frozen
     assert cached[2]["train_prefix_cached"] is (frozen_dropout == "off")
+
+
+def test_resuming_on_a_machine_with_another_auto_precision_says_so(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import freezestats.training as training_module
+
+    spec_path = _spec(tmp_path, tiny_model, training={"precision": "auto"})
+    args = ["run", "--study", str(spec_path), "--storage", f"sqlite:///{tmp_path / 'study.db'}"]
+    monkeypatch.setattr(training_module, "cpu_has_native_bf16", lambda: False)  # a CPU without bf16
+    assert _run([*args, "--max-trials", "2"], glue_dir) == 0
+    assert "finished trials ran in" not in capsys.readouterr().err
+    monkeypatch.setattr(training_module, "cpu_has_native_bf16", lambda: True)  # resumed on one with bf16
+    assert _run(args, glue_dir) == 0
+    assert "this study's finished trials ran in fp32; the trials run now will use bf16" in capsys.readouterr().err
+    table = results_table(load_study(open_storage(f"sqlite:///{tmp_path / 'study.db'}"), None))
+    assert sorted(table["precision"]) == ["bf16", "bf16", "fp32", "fp32"]

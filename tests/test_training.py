@@ -13,7 +13,7 @@ from freezestats.exceptions import SpecError, TrialFailed
 from freezestats.spec import TrainingSpec
 from freezestats.subsets import nested_subsets, validation_halves
 from freezestats.tasks import get_task
-from freezestats.training import encode_split, fine_tune, resolve_precision
+from freezestats.training import cpu_has_native_bf16, encode_split, fine_tune, resolve_precision
 
 
 def _inputs(task_name: str, model: Path, glue_dir: Path, n_train: int = 48, n_val: int = 120):
@@ -61,7 +61,8 @@ def test_protocol_steps_and_evaluations(tiny_model: Path, glue_dir: Path) -> Non
     assert outcome.curve[-1]["metrics"]["accuracy"] == pytest.approx(
         float(np.mean(outcome.final_predictions == _inputs("sst2", tiny_model, glue_dir)[3].labels))
     )
-    assert outcome.device == "cpu" and outcome.precision == "fp32" and outcome.wall_seconds > 0
+    assert outcome.device == "cpu" and outcome.wall_seconds > 0
+    assert outcome.precision == ("bf16" if cpu_has_native_bf16() else "fp32")  # what "auto" ran, recorded
 
 
 def test_same_seed_gives_identical_metrics_on_cpu(tiny_model: Path, glue_dir: Path) -> None:
@@ -104,4 +105,21 @@ def test_fp16_on_cpu_is_refused() -> None:
 
     with pytest.raises(SpecError, match="needs a CUDA device"):
         resolve_precision("fp16", torch.device("cpu"))
-    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "expected"),
+    [({"avx512_bf16": True}, "bf16"), ({"amx_bf16": True}, "bf16"), ({"avx512_f": True, "avx2": True}, "fp32")],
+)
+def test_auto_precision_on_cpu_is_bf16_only_with_native_bf16(monkeypatch, capabilities, expected) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    assert resolve_precision("auto", torch.device("cpu")) == expected
+    assert resolve_precision("fp32", torch.device("cpu")) == "fp32"  # an explicit choice always wins
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_precision_that_ran_is_recorded(tiny_model: Path, glue_dir: Path, precision: str) -> None:
+    outcome = _run(tiny_model, glue_dir, precision=precision)
+    assert outcome.precision == precision and outcome.final_logits.dtype == np.float32
