@@ -68,6 +68,8 @@ def test_real_study_report_files(real_report: Path) -> None:
     assert 'src="figures/' not in html and "data:image/svg+xml" in html  # self-contained
     assert "Rendered with" not in html and "rendered with" in html.lower() and "pandoc" in html.lower()
     assert "minilm-l6" in html and "frozen_dropout" in html
+    methods = qmd.split("## Methods")[1]
+    assert "precision `auto` (ran as bf16)" in methods or "precision `auto` (ran as fp32)" in methods
 
 
 @pytest.mark.slow

@@ -143,6 +143,13 @@ def _grid_values(inputs: ReportInputs, column: str) -> list[Any]:
     return []
 
 
+def _ran_as(inputs: ReportInputs, column: str) -> str:
+    """What the runs recorded for a setting the spec may leave to the machine (``auto``)."""
+    if inputs.runs is None or column not in inputs.runs.columns:
+        return ""
+    return " and ".join(sorted(str(v) for v in inputs.runs[column].dropna().unique()))
+
+
 def methods(inputs: ReportInputs) -> str:
     """Methods from the stored spec: model, tasks, grid, protocol, the analysed metric, runs, failures."""
     spec = inputs.spec
@@ -173,6 +180,7 @@ def methods(inputs: ReportInputs) -> str:
     )
     training = spec.get("training") or {}
     if training:
+        ran = _ran_as(inputs, "precision")
         lines.append(
             f"**Training protocol.** {training.get('epochs')} epochs, batch size {training.get('batch_size')}, "
             f"AdamW with learning rate {training.get('learning_rate')} and weight decay "
@@ -180,7 +188,8 @@ def methods(inputs: ReportInputs) -> str:
             f"gradient clipping at {training.get('max_grad_norm')}, {training.get('warmup_epochs')} warm-up epoch(s) "
             f"then linear decay; evaluation on the whole validation set every {training.get('eval_every_epochs')} "
             f"epochs; inputs truncated to {training.get('max_length')} tokens; precision "
-            f"`{training.get('precision')}`, device `{training.get('device')}`."
+            f"`{training.get('precision')}`" + (f" (ran as {ran})" if ran else "") + ", "
+            f"device `{training.get('device')}`."
         )
         lr = spec.get("lr_search") or {}
         if lr.get("mode", "none") != "none":
