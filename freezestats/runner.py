@@ -79,6 +79,7 @@ class PreparedStudy:
     n_layers: int
     pool_sizes: dict[str, int]
     tasks: dict[str, PreparedTask]
+    precision: str  # what ``training.precision`` resolves to on this machine (``auto`` depends on it)
 
     def cells(self) -> tuple[list[Cell], list[Cell]]:
         """(search cells, grid cells); grid cells that wait for a search are not listed."""
@@ -111,8 +112,7 @@ def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> Prepar
 
     get_strategy(spec.model.strategy)
     n_layers = n_layers_of(spec.model.name)
-    device = resolve_device(spec.training.device)
-    resolve_precision(spec.training.precision, device)
+    precision = resolve_precision(spec.training.precision, resolve_device(spec.training.device))
     datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.tasks}
     pool_sizes = {name: len(data.train) for name, data in datasets.items()}
     check_against(spec, n_layers, pool_sizes)
@@ -129,7 +129,7 @@ def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> Prepar
                 draw_subsets[pool_sizes[name]] = np.arange(pool_sizes[name], dtype=np.int64)
         select_idx, score_idx = validation_halves(data.validation_labels, regression=regression)
         tasks[name] = PreparedTask(data=data, subsets=subsets, select_idx=select_idx, score_idx=score_idx)
-    return PreparedStudy(spec=spec, n_layers=n_layers, pool_sizes=pool_sizes, tasks=tasks)
+    return PreparedStudy(spec=spec, n_layers=n_layers, pool_sizes=pool_sizes, tasks=tasks, precision=precision)
 
 
 def run_study(
@@ -358,17 +358,14 @@ class _Runner:
         so a study resumed on other hardware can mix precisions; each trial records its own, and the
         analysis can be restricted to one.
         """
-        from freezestats.training import resolve_device, resolve_precision
-
         finished = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         ran = {t.user_attrs["precision"] for t in finished if is_enqueued_cell(t) and "precision" in t.user_attrs}
-        training = self.spec.training
-        now = resolve_precision(training.precision, resolve_device(training.device))
+        now = self.prepared.precision
         if ran and ran != {now}:
             self.progress.note(
                 f"Note: this study's finished trials ran in {', '.join(sorted(ran))}; the trials run now will "
-                f"use {now} (training.precision = {training.precision!r} on this machine). Each trial records "
-                "its precision (the `precision` column of the export); set it explicitly to keep one."
+                f"use {now} (training.precision = {self.spec.training.precision!r} on this machine). Each trial "
+                "records its precision (the `precision` column of the export); set it explicitly to keep one."
             )
 
     def run(self) -> None:
