@@ -7,19 +7,17 @@ to float tolerance (per-example states are padded differently than the uncached 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from test_freezing import FAMILIES, FAMILY_IDS, L, _build
-from test_training import _inputs
+from test_training import _fine_tune
 
 from freezestats.freezing import freeze, locate_encoder
 from freezestats.prefix_cache import EvalBatch, PrefixCache, forward_from, frozen_depth, hidden_at
 from freezestats.spec import TrainingSpec
-from freezestats.training import fine_tune
 
 # Where a cut is not the same function, the cache must notice and stand down, not change predictions:
 # DeBERTa-v2's conv block merges the encoder's input into the first layer's output (so any cut above
@@ -121,26 +119,9 @@ def test_cache_drops_the_least_recently_used_depth_beyond_its_budget() -> None:
 # -- through fine_tune, on a real (tiny) checkpoint and real SST-2 sentences ---------------------------
 
 
-def _tune(model: Path, glue_dir: Path, frozen: int, **kwargs):
-    task, tokenizer, train, val, select, score = _inputs("sst2", model, glue_dir)
-    train, val = replace(train, name="sst2/train"), replace(val, name="sst2/validation")  # as the runner names them
-    training = kwargs.pop("training", None) or _training(precision="fp32")  # bit-for-bit on any CPU
-    return fine_tune(
-        model_name=str(model),
-        task=task,
-        metric="accuracy",
-        train=train,
-        validation=val,
-        select_idx=select,
-        score_idx=score,
-        strategy="freeze",
-        frozen_layers=frozen,
-        seed=3,
-        learning_rate=1e-3,
-        training=training,
-        tokenizer=tokenizer,
-        **kwargs,
-    )
+def _tune(model: Path, glue_dir: Path, frozen: int, training: TrainingSpec | None = None, **kwargs):
+    spec = training or _training(precision="fp32")  # bit-for-bit on any CPU
+    return _fine_tune(model, glue_dir, spec, frozen=frozen, seed=3, learning_rate=1e-3, **kwargs)
 
 
 def _training(**kwargs) -> TrainingSpec:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +31,19 @@ def _inputs(task_name: str, model: Path, glue_dir: Path, n_train: int = 48, n_va
     return task, tokenizer, enc_train, enc_val, select, score
 
 
-def _run(model: Path, glue_dir: Path, task_name: str = "sst2", seed: int = 1, frozen: int = 0, **training):
+def _fine_tune(
+    model: Path,
+    glue_dir: Path,
+    spec: TrainingSpec,
+    task_name: str = "sst2",
+    seed: int = 1,
+    frozen: int = 0,
+    learning_rate: float | None = None,
+    **kwargs,
+):
+    """``fine_tune`` on the small real splits of ``_inputs``, named as the runner names them."""
     task, tokenizer, train, val, select, score = _inputs(task_name, model, glue_dir)
-    spec = TrainingSpec(**{"epochs": 2, "batch_size": 16, "eval_every_epochs": 0.5, "device": "cpu", **training})
+    train, val = replace(train, name=f"{task_name}/train"), replace(val, name=f"{task_name}/validation")
     return fine_tune(
         model_name=str(model),
         task=task,
@@ -44,10 +55,16 @@ def _run(model: Path, glue_dir: Path, task_name: str = "sst2", seed: int = 1, fr
         strategy="freeze",
         frozen_layers=frozen,
         seed=seed,
-        learning_rate=spec.learning_rate,
+        learning_rate=spec.learning_rate if learning_rate is None else learning_rate,
         training=spec,
         tokenizer=tokenizer,
+        **kwargs,
     )
+
+
+def _run(model: Path, glue_dir: Path, task_name: str = "sst2", seed: int = 1, frozen: int = 0, **training):
+    spec = TrainingSpec(**{"epochs": 2, "batch_size": 16, "eval_every_epochs": 0.5, "device": "cpu", **training})
+    return _fine_tune(model, glue_dir, spec, task_name=task_name, seed=seed, frozen=frozen)
 
 
 def test_protocol_steps_and_evaluations(tiny_model: Path, glue_dir: Path) -> None:
