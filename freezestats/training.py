@@ -182,16 +182,22 @@ def fine_tune(
         return torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
 
     cache = prefix_cache if prefix_cache is not None else PrefixCache()
-    eval_key = (model_name, validation.name or id(validation), len(validation), str(device), precision)
+    eval_key = (
+        model_name,
+        validation.name or id(validation),
+        len(validation),
+        str(device),
+        precision,
+        training.eval_batch_size,
+    )
     batches = cache.eval_batches(
-        (*eval_key, training.eval_batch_size),
-        lambda: _eval_batches(tokenizer, validation, training.eval_batch_size, device),
+        eval_key, lambda: _eval_batches(tokenizer, validation, training.eval_batch_size, device)
     )
     eval_hidden = train_hidden = None
     if use_prefix_cache and depth is not None:
         model.eval()
         with autocast():
-            eval_hidden = cache.eval_hidden(model, parts, (*eval_key, training.eval_batch_size), batches, depth)
+            eval_hidden = cache.eval_hidden(model, parts, eval_key, batches, depth)
         if eval_hidden is not None and dropout_off and tokenizer.padding_side == "right":
             train_hidden = _cached_train_states(cache, model, parts, train, tokenizer, device, depth, training)
 
