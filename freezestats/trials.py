@@ -20,7 +20,7 @@ import json
 import os
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ def open_storage(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are stable
-                storage = optuna.storages.RDBStorage(
+                storage = _HeartbeatOnClaimStorage(
                     url,
                     heartbeat_interval=heartbeat_interval,
                     grace_period=grace_period,
@@ -99,6 +99,22 @@ def open_storage(
             _make_sqlite_transactions_atomic(storage.engine, read_only=must_exist)
         return storage
     raise AssertionError("unreachable")
+
+
+class _HeartbeatOnClaimStorage(optuna.storages.RDBStorage):
+    """RDB storage that records a trial's first heartbeat just before a worker claims it.
+
+    Optuna's ``ask`` turns a WAITING trial RUNNING and only then starts the trial's heartbeat thread. A
+    worker killed in between leaves a RUNNING trial with no heartbeat at all, and ``fail_stale_trials``
+    only fails trials whose last heartbeat is old, so that cell would stay RUNNING (and never re-run)
+    forever. Recording the heartbeat first closes the window: a claimed trial always has one. A worker
+    that then loses the claim to another leaves only a heartbeat the winner overwrites at once.
+    """
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None) -> bool:
+        if state == TrialState.RUNNING and self.heartbeat_interval is not None:
+            self.record_heartbeat(trial_id)
+        return super().set_trial_state_values(trial_id, state, values)
 
 
 def _make_sqlite_transactions_atomic(engine: Any, read_only: bool) -> None:

@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import optuna
 import pytest
 from _factories import simple_spec, write_spec
 from optuna.trial import TrialState
@@ -285,3 +286,25 @@ def test_a_sqlite_claim_reads_and_writes_in_one_transaction(tmp_path: Path) -> N
         other.execute("BEGIN IMMEDIATE")
         other.execute("ROLLBACK")
         other.close()
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_a_worker_killed_between_its_claim_and_first_heartbeat_is_still_detected(tmp_path: Path) -> None:
+    """Optuna's ``ask`` marks the trial RUNNING before the heartbeat thread starts; a worker that dies in
+    between must not leave a RUNNING trial that no heartbeat check can ever fail (its cell would never run).
+    """
+    import time
+
+    from freezestats.runner import _fail_stale
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    beats = {"heartbeat_interval": 1, "grace_period": 2, "max_retries": 1}
+    study = optuna.create_study(storage=open_storage(storage, **beats), study_name="s")
+    study.enqueue_trial({"x": 1}, user_attrs={"cell_key": "c", "role": "grid"})
+    claimed = study.ask()  # the claim, as optimize makes it; this "worker" then dies before any heartbeat
+    assert claimed.number == 0
+    time.sleep(3.5)  # past the grace period (SQLite's clock has 1 s steps)
+    later = optuna.load_study(storage=open_storage(storage, **beats), study_name="s")
+    _fail_stale(later)
+    states = [t.state for t in later.get_trials()]
+    assert states == [TrialState.FAIL, TrialState.WAITING]  # failed, and the cell is back in the queue
