@@ -168,7 +168,9 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(tmp_path: Path, tiny_model: 
     deadline = time.monotonic() + 240
     states: list[str] = []
     while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.5)
+        # Poll often: the signal must land early in the second trial, not in the few milliseconds after its
+        # results are written (a Ctrl-C there waits for the next trial; a kill there leaves nothing RUNNING).
+        time.sleep(0.05)
         try:  # read-only polling with sqlite3, so the test never races the runner to create the schema
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
                 states = [row[0] for row in con.execute("SELECT state FROM trials")]

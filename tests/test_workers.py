@@ -128,7 +128,9 @@ def test_a_worker_killed_mid_trial_is_detected_and_its_cell_rerun(
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, states = time.monotonic() + 240, []
     while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.3)
+        # Poll often: the signal must land early in the second trial, not in the few milliseconds after its
+        # results are written (a Ctrl-C there waits for the next trial; a kill there leaves nothing RUNNING).
+        time.sleep(0.05)
         try:
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
                 states = [row[0] for row in con.execute("SELECT state FROM trials ORDER BY number")]
