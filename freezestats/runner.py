@@ -167,14 +167,7 @@ def run_study(
     if workers > 1:
         pool = _WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts)
     runner = _Runner(prepared, study, artifacts, max_trials, show_progress and pool is None, pool)
-    interrupted = False
-    try:
-        with runner.interrupts:
-            runner.run()
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        runner.close()
+    interrupted = runner.until_done_or_interrupted(runner.run)
     return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
 
 
@@ -204,14 +197,7 @@ def work_study(
     _store_study_attrs(study, prepared, artifacts)
     _fail_stale(study)
     runner = _Runner(prepared, study, artifacts, max_trials, show_progress, None)
-    interrupted = False
-    try:
-        with runner.interrupts:
-            runner.drain()
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        runner.close()
+    interrupted = runner.until_done_or_interrupted(runner.drain)
     return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
 
 
@@ -394,8 +380,19 @@ class _Runner:
         self.progress.set_done(self._n_complete())
         self.interrupts.check()  # raises in the pool's wait loop, which passes Ctrl-C on to the workers
 
-    def close(self) -> None:
-        self.progress.stop()
+    def until_done_or_interrupted(self, work: Callable[[], None]) -> bool:
+        """Do ``work`` (:meth:`run` or :meth:`drain`) behind the Ctrl-C gate; True when Ctrl-C stopped it.
+
+        The interrupted cell is already back in the queue by then, so the caller only reports the stop.
+        """
+        try:
+            with self.interrupts:
+                work()
+        except KeyboardInterrupt:
+            return True
+        finally:
+            self.progress.stop()
+        return False
 
     def _budget_left(self) -> bool:
         return self.max_trials is None or self.n_run < self.max_trials
