@@ -54,6 +54,12 @@ RESULT_COLUMNS = [
     "fail_reason",
     "reused_from_trial",
     "predictions_artifact",
+    "n_correct_best",
+    "n_correct_heldout",
+    "n_eval_heldout",
+    "top_class_share_best",
+    "top_class_share_heldout",
+    "top_class_share_final",
 ]
 STATUS_COLUMNS = [
     "cell",

@@ -36,7 +36,8 @@ from freezestats.exceptions import StorageError
 from freezestats.freezing import get_strategy
 from freezestats.interrupts import InterruptGate
 from freezestats.lr_search import choose_rates
-from freezestats.metrics import count_correct, is_failed_run, majority_baseline
+from freezestats.metrics import is_failed_run, majority_baseline
+from freezestats.predictions import checkpoint_counts, predictions_frame
 from freezestats.spec import FULL, StudySpec, check_against
 from freezestats.subsets import nested_subsets, validation_halves
 from freezestats.tasks import get_task
@@ -501,7 +502,7 @@ class _Runner:
         regression = task.data.task.is_regression
         labels = validation.labels
         baseline = majority_baseline(metric, train.labels, labels, regression)
-        artifact_id = self._upload_predictions(trial, outcome.final_predictions, outcome.final_logits, labels)
+        artifact_id = self._upload_predictions(trial, predictions_frame(outcome.checkpoints, labels, task.select_idx))
         return {
             "model": self.spec.model.name,
             "strategy": self.spec.model.strategy,
@@ -514,8 +515,7 @@ class _Runner:
             "heldout_step": outcome.summary.heldout_step,
             "majority_baseline": baseline,
             "failed": is_failed_run(outcome.final_predictions, regression, outcome.summary.final_dev, baseline),
-            "n_eval": len(labels),
-            "n_correct": None if regression else count_correct(outcome.final_predictions, labels),
+            **checkpoint_counts(outcome.checkpoints, labels, task.score_idx, regression),
             "final_metrics": outcome.final_metrics,
             "curve": outcome.curve,
             "lr_search": self.spec.lr_search.mode,
@@ -566,14 +566,9 @@ class _Runner:
         positions = np.searchsorted(task.encoded["rows"], pool_idx)
         return task.encoded["train"].subset(positions), task.encoded["validation"]
 
-    def _upload_predictions(
-        self, trial: optuna.Trial, predictions: np.ndarray, logits: np.ndarray, labels: np.ndarray
-    ) -> str:
+    def _upload_predictions(self, trial: optuna.Trial, frame: pd.DataFrame) -> str:
         from optuna.artifacts import upload_artifact
 
-        frame = pd.DataFrame({"idx": np.arange(len(labels)), "label": labels, "prediction": predictions})
-        for j in range(logits.shape[1]):
-            frame[f"logit_{j}"] = logits[:, j]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / f"predictions_trial{trial.number}.parquet"
             frame.to_parquet(path, index=False)

@@ -26,13 +26,12 @@ from freezestats.backbone import load_classifier
 from freezestats.exceptions import SpecError, TrialFailed
 from freezestats.freezing import count_parameters, get_strategy, locate_encoder
 from freezestats.metrics import CurveSummary, compute_metrics, summarize_curve
+from freezestats.predictions import Checkpoint
 from freezestats.prefix_cache import EvalBatch, PrefixCache, forward_from, frozen_depth, pad_hidden
 from freezestats.spec import TrainingSpec
 from freezestats.tasks import TaskConfig
 
 __all__ = ["EncodedSplit", "RunOutcome", "encode_split", "fine_tune", "resolve_device", "resolve_precision"]
-
-
 @dataclass(frozen=True)
 class EncodedSplit:
     """A tokenized split: one dict of token lists per example (unpadded), and the labels.
@@ -66,8 +65,6 @@ class RunOutcome:
     summary: CurveSummary
     curve: list[dict[str, Any]]
     final_metrics: dict[str, float]
-    final_predictions: np.ndarray
-    final_logits: np.ndarray
     trainable_params: int
     total_params: int
     n_steps: int
@@ -77,7 +74,16 @@ class RunOutcome:
     device: str
     precision: str
     final_train_loss: float
+    checkpoints: dict[str, Checkpoint] = field(default_factory=dict)  # best, heldout, final: see predictions.py
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def final_predictions(self) -> np.ndarray:
+        return self.checkpoints["final"].predictions
+
+    @property
+    def final_logits(self) -> np.ndarray:
+        return self.checkpoints["final"].logits
 
 
 def encode_split(
@@ -215,6 +221,7 @@ def fine_tune(
     train_ids = train.example_ids()
 
     curve: list[dict[str, Any]] = []
+    evaluated: list[Checkpoint] = []  # one per curve point; 20 small arrays, picked from after training
     step = 0
     loss_value = float("nan")
     while step < total_steps:
@@ -259,6 +266,7 @@ def fine_tune(
                 with autocast():
                     logits = _predict(model, parts, batches, len(validation), depth, eval_hidden)
                 predictions = _to_predictions(logits, task)
+                evaluated.append(Checkpoint(step, predictions, logits))
                 curve.append(
                     _evaluation(
                         task,
@@ -286,8 +294,6 @@ def fine_tune(
         summary=summary,
         curve=curve,
         final_metrics=dict(curve[-1]["metrics"]),
-        final_predictions=predictions,
-        final_logits=logits,
         trainable_params=trainable,
         total_params=total,
         n_steps=step,
@@ -297,6 +303,11 @@ def fine_tune(
         device=str(device) if device.type == "cpu" else f"{device}:{torch.cuda.get_device_name(device)}",
         precision=precision,
         final_train_loss=loss_value,
+        checkpoints={
+            "best": evaluated[summary.best_step],
+            "heldout": evaluated[summary.heldout_step],
+            "final": evaluated[-1],
+        },
         extra={
             "eval_prefix_cached": eval_hidden is not None,
             "train_prefix_cached": train_hidden is not None,

@@ -87,7 +87,7 @@ def test_run_status_export(
     assert study.user_attrs["spec_hash"] == load_spec(spec_path).spec_hash
     assert study.user_attrs["provenance"]["tasks"]["sst2"]["version"] == 1
 
-    # Per-example predictions of the final checkpoint are artifacts next to the DB.
+    # Per-example predictions of every checkpoint a metric uses (best, heldout, final) are artifacts next to the DB.
     from optuna.artifacts import FileSystemArtifactStore, download_artifact
 
     trial = study.get_trials(states=(TrialState.COMPLETE,))[0]
@@ -100,6 +100,18 @@ def test_run_status_export(
     predictions = pd.read_parquet(target)
     assert len(predictions) == 872 and {"idx", "label", "prediction", "logit_0", "logit_1"} <= set(predictions)
     assert int((predictions.prediction == predictions.label).sum()) == trial.user_attrs["n_correct"]
+    attrs = trial.user_attrs
+    assert {"prediction_best", "prediction_heldout", "logit_best_1", "logit_heldout_1", "half"} <= set(predictions)
+    # Each checkpoint's stored predictions reproduce the metric it scored and the stored counts.
+    assert int((predictions.prediction_best == predictions.label).sum()) == attrs["n_correct_best"]
+    assert attrs["n_correct_best"] / 872 == pytest.approx(attrs["best_dev"])
+    score = predictions[predictions.half == "score"]
+    assert len(score) == attrs["n_eval_heldout"] == 872 - len(study.user_attrs["validation_select:sst2"])
+    assert int((score.prediction_heldout == score.label).sum()) == attrs["n_correct_heldout"]
+    assert attrs["n_correct_heldout"] / attrs["n_eval_heldout"] == pytest.approx(attrs["heldout"])
+    share = predictions.prediction_best.value_counts(normalize=True).max()
+    assert attrs["top_class_share_best"] == pytest.approx(share)
+    assert table[["n_correct_best", "n_correct_heldout", "top_class_share_final"]].notna().all().all()
     curve = trial.user_attrs["curve"]
     assert [p["step"] for p in curve][-1] == trial.user_attrs["n_steps"]
     assert max(p["full"] for p in curve) == trial.user_attrs["best_dev"] == trial.value

@@ -79,6 +79,16 @@ def test_protocol_steps_and_evaluations(tiny_model: Path, glue_dir: Path) -> Non
         float(np.mean(outcome.final_predictions == _inputs("sst2", tiny_model, glue_dir)[3].labels))
     )
     assert outcome.device == "cpu" and outcome.wall_seconds > 0
+    # The kept checkpoints are the ones the summary's metrics came from.
+    steps = [p["step"] for p in outcome.curve]
+    assert outcome.checkpoints["best"].step == steps[outcome.summary.best_step]
+    assert outcome.checkpoints["heldout"].step == steps[outcome.summary.heldout_step]
+    assert outcome.checkpoints["final"].step == steps[-1]
+    labels = _inputs("sst2", tiny_model, glue_dir)[3].labels
+    score = _inputs("sst2", tiny_model, glue_dir)[5]
+    assert np.mean(outcome.checkpoints["best"].predictions == labels) == pytest.approx(outcome.summary.best_dev)
+    heldout = outcome.checkpoints["heldout"].predictions
+    assert np.mean(heldout[score] == labels[score]) == pytest.approx(outcome.summary.heldout)
     assert outcome.precision == ("bf16" if cpu_has_native_bf16() else "fp32")  # what "auto" ran, recorded
 
 
