@@ -32,6 +32,8 @@ from freezestats.spec import TrainingSpec
 from freezestats.tasks import TaskConfig
 
 __all__ = ["EncodedSplit", "RunOutcome", "encode_split", "fine_tune", "resolve_device", "resolve_precision"]
+
+
 @dataclass(frozen=True)
 class EncodedSplit:
     """A tokenized split: one dict of token lists per example (unpadded), and the labels.
