@@ -32,6 +32,7 @@ from freezestats.stats import (
     simulate_results,
     true_cell_means,
 )
+from freezestats.stats import glmm as glmm_module
 from freezestats.stats import models as models_module
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -337,13 +338,13 @@ def test_interaction_lrt_has_power_against_the_blog_interaction_and_not_under_th
 
 def test_glmm_on_counts_equals_the_expanded_bernoulli_model() -> None:
     table = simulate_results(frozen_levels=(0, 12), train_sizes=(50, 1000), seeds=3, n_eval=40, rng=6)
-    prepared = models_module._prepare(
+    prepared = glmm_module._prepare(
         table, "final_dev", task=None, include_failed=True, caller="test", extra_columns=("n_correct", "n_eval")
     )
-    x = models_module._design(prepared)
+    x = glmm_module._design(prepared)
     fits = []
     for expand in (False, True):
-        model = models_module._binomial_counts_model(
+        model = glmm_module._binomial_counts_model(
             prepared.frame["n_correct"].to_numpy(float),
             prepared.frame["n_eval"].to_numpy(float),
             x,
