@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import patsy
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
@@ -28,81 +26,12 @@ from freezestats.stats._design import (
     _prepare,
     _Prepared,
 )
+from freezestats.stats._mixed_fit import MixedFit
+from freezestats.stats.mixed_grouped import GROUPED_VARIANCES, fit_grouped
 
 _OPTIMIZERS: tuple[str, ...] = ("bfgs", "lbfgs", "cg", "powell", "nm")
 _GTOL = 1e-8  # gradient tolerance of the gradient-based optimizers (scipy's default 1e-5 leaves ~1e-5 relative error)
 _SM_BOUNDARY_MESSAGE = "The MLE may be on the boundary of the parameter space."
-
-
-@dataclass(frozen=True, eq=False)
-class MixedFit:
-    r"""A linear mixed model fitted by :func:`fit_mixed`.
-
-    Attributes
-    ----------
-    result
-        The statsmodels ``MixedLMResults``.
-    response, task
-        What was modelled.
-    formula
-        The model in lme4 notation, e.g. ``best_dev ~ C(frozen_layers) * C(train_size) + (1 | seed)``.
-    design_info
-        The patsy design of the fixed effects (used to build contrast rows).
-    frozen_levels, train_sizes
-        The factor levels in model order (reference level first).
-    fixed_effects
-        ``term, estimate, se, ci_low, ci_high, z, p_val``: Wald z statistics and 95% normal intervals with the
-        standard errors of :attr:`cov_params` (see :func:`fit_mixed` for why the marginal means use t instead).
-    variance_components
-        ``component, variance, sd`` for ``seed``, ``subset_draw`` (when modelled) and ``residual``.
-    icc_seed
-        Share of the within-cell variance of a run due to the seed:
-        :math:`\sigma^2_{seed} / (\sigma^2_{seed} + \sigma^2_{subset} + \sigma^2)`.
-    diagnostics
-        :class:`FitDiagnostics`.
-    """
-
-    result: MixedLMResults
-    response: str
-    task: str
-    formula: str
-    design_info: patsy.DesignInfo
-    frozen_levels: tuple[int, ...]
-    train_sizes: tuple[int, ...]
-    fixed_effects: pd.DataFrame
-    variance_components: pd.DataFrame
-    icc_seed: float
-    diagnostics: FitDiagnostics
-    _variance_model: _VarianceModel
-
-    @property
-    def params(self) -> np.ndarray:
-        """Fixed-effect estimates, in the order of ``design_info.column_names``."""
-        return np.asarray(self.result.fe_params, dtype=float)
-
-    @property
-    def cov_params(self) -> np.ndarray:
-        r"""Covariance of the fixed-effect estimates, :math:`(X' \hat V^{-1} X)^{-1}` (lme4's ``vcov``).
-
-        statsmodels' ``result.cov_params()`` inverts its joint observed Hessian of fixed effects and variance
-        parameters instead; the two agree in balanced designs and differ slightly (~1e-3 relative) otherwise.
-        """
-        return self._variance_model.cov_beta.copy()
-
-    @property
-    def df_method(self) -> str:
-        return "satterthwaite"
-
-    def contrast_df(self, contrasts: np.ndarray) -> np.ndarray:
-        r"""Satterthwaite degrees of freedom of each row :math:`l` of ``contrasts`` (as lmerTest computes them).
-
-        .. math:: \nu = 2 (l' C l)^2 / (g' A g), \quad g = \partial (l' C(\theta) l) / \partial \theta
-
-        with :math:`C(\theta) = (X' V(\theta)^{-1} X)^{-1}` and :math:`A` the inverse observed information of
-        the variance parameters :math:`\theta` (REML or ML, as fitted). Components at the boundary are held
-        fixed.
-        """
-        return self._variance_model.satterthwaite_df(np.atleast_2d(np.asarray(contrasts, dtype=float)))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -303,6 +232,8 @@ def _mixed_from_prepared(prepared: _Prepared, response: str, reml: bool) -> Mixe
     )
     return MixedFit(
         result=result,
+        beta=np.asarray(result.fe_params, dtype=float),
+        variance="pooled",
         response=response,
         task=prepared.task,
         formula=f"{response} ~ {FIXED_FORMULA} + (1 | seed){random_terms}",
@@ -324,8 +255,9 @@ def fit_mixed(
     task: str | None = None,
     include_failed: bool = True,
     reml: bool = True,
+    variance: str = "per_size",
 ) -> MixedFit:
-    r"""Fit the linear mixed model of one task: a mean per (frozen_layers, train_size) cell, random seed intercept.
+    r"""Fit the linear mixed model of one task: a mean per (frozen_layers, train_size) cell and the seed structure.
 
     Parameters
     ----------
@@ -340,6 +272,11 @@ def fit_mixed(
     reml
         Restricted maximum likelihood (default) or maximum likelihood (for likelihood-ratio tests of fixed
         effects, see :func:`interaction_test`).
+    variance
+        ``"per_size"`` (default): one residual variance per train size, with ``(1 | seed) + (1 | seed:train_size)``
+        (:mod:`freezestats.stats.mixed_grouped`; nlme's ``lme(random = ~1 | seed/size, weights =
+        varIdent(~1 | size))``). ``"per_cell"``: one residual variance per cell. ``"pooled"``: one residual
+        variance and ``(1 | seed)``, the model below, which lme4 fits too.
 
     Returns
     -------
@@ -408,8 +345,14 @@ def fit_mixed(
     >>> fit.diagnostics.converged, fit.diagnostics.method
     (True, 'REML')
     """
+    if variance not in (*GROUPED_VARIANCES, "pooled"):
+        raise ModelFitError(
+            f"`variance` must be one of {[*GROUPED_VARIANCES, 'pooled']}, but got variance={variance!r}."
+        )
     prepared = _prepare(data, response, task=task, include_failed=include_failed, caller="fit_mixed")
-    return _mixed_from_prepared(prepared, response, reml)
+    if variance == "pooled":
+        return _mixed_from_prepared(prepared, response, reml)
+    return fit_grouped(prepared, response, reml=reml, variance=variance)
 
 
 # --------------------------------------------------------------------------------------------------------------

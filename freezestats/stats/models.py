@@ -21,8 +21,9 @@ The models live in :mod:`.mixed`, :mod:`.ols` and :mod:`.glmm`, their shared inp
 from __future__ import annotations
 
 from freezestats.stats._design import RESPONSES, FitDiagnostics, FixedEffectsFit
+from freezestats.stats._mixed_fit import MixedFit
 from freezestats.stats.glmm import GlmmFit, fit_glmm
-from freezestats.stats.mixed import MixedFit, fit_mixed, interaction_test
+from freezestats.stats.mixed import fit_mixed, interaction_test
 from freezestats.stats.ols import OlsFit, fit_ols
 
 __all__ = [

@@ -122,7 +122,8 @@ def simulate_results(
     subset_draws: int = 1,
     seed_sd: float = 0.02,
     subset_sd: float = 0.0,
-    resid_sd: float = 0.03,
+    resid_sd: float | Mapping[int, float] | pd.DataFrame = 0.03,
+    seed_size_sd: float = 0.0,
     n_eval: int = 872,
     fail_rate: float = 0.0,
     majority_baseline: float | None = None,
@@ -142,6 +143,12 @@ def simulate_results(
         Number of independent training-subset draws, labelled ``0..subset_draws-1``, crossed with seeds.
     seed_sd, subset_sd, resid_sd
         Standard deviations of the seed intercept, the subset-draw intercept and the run-level residual.
+        ``resid_sd`` may differ by train size (a mapping ``{train_size: sd}``, as fine-tuning runs do: their
+        spread shrinks ~15x from 50 to 1000 examples) or by cell (a DataFrame with columns ``train_size,
+        frozen_layers, sd`` and optionally ``task``).
+    seed_size_sd
+        Standard deviation of a seed-by-size intercept (a seed's luck that differs between train sizes), the
+        ``(1 | seed:train_size)`` term of the default model.
     n_eval
         Size of the evaluation set; sets ``n_eval`` and ``n_correct``.
     fail_rate
@@ -201,8 +208,8 @@ def simulate_results(
         raise ValueError(
             f"`seeds`, `subset_draws` and `n_eval` must be >= 1, but got {seeds=}, {subset_draws=}, {n_eval=}."
         )
-    if min(seed_sd, subset_sd, resid_sd) < 0:
-        raise ValueError(f"standard deviations must be >= 0, but got {seed_sd=}, {subset_sd=}, {resid_sd=}.")
+    if min(seed_sd, subset_sd, seed_size_sd) < 0:
+        raise ValueError(f"standard deviations must be >= 0, but got {seed_sd=}, {subset_sd=}, {seed_size_sd=}.")
     if not 0 <= fail_rate <= 1:
         raise ValueError(f"`fail_rate` must be in [0, 1], but got {fail_rate=}.")
     gen = np.random.default_rng(rng)
@@ -218,7 +225,12 @@ def simulate_results(
         )
         n = len(runs)
         eta = runs["true_mean"].to_numpy() + u[runs["seed"].to_numpy() - 1] + v[runs["subset_draw"].to_numpy()]
-        best, final, heldout = (np.clip(eta + gen.normal(0.0, resid_sd, size=n), 0.0, 1.0) for _ in range(3))
+        if seed_size_sd > 0:  # drawn only when used, so tables simulated before this option are unchanged
+            size_codes, _ = pd.factorize(runs["train_size"], sort=True)
+            w = gen.normal(0.0, seed_size_sd, size=(seeds, size_codes.max() + 1))
+            eta = eta + w[runs["seed"].to_numpy() - 1, size_codes]
+        sd = _run_sds(runs.assign(task=task), resid_sd)
+        best, final, heldout = (np.clip(eta + sd * gen.standard_normal(n), 0.0, 1.0) for _ in range(3))
         baseline = _MAJORITY_BASELINE.get(str(task), 0.5) if majority_baseline is None else majority_baseline
         failed = gen.random(n) < fail_rate
         best, final, heldout = (np.where(failed, baseline, x) for x in (best, final, heldout))
@@ -248,3 +260,19 @@ def simulate_results(
         fail_reason=lambda f: np.where(f["failed"], "simulated collapse", None),
     )
     return table.reindex(columns=RESULT_COLUMNS)
+
+
+def _run_sds(runs: pd.DataFrame, resid_sd: float | Mapping[int, float] | pd.DataFrame) -> np.ndarray:
+    """The residual SD of every run: one number, one per train size, or one per cell."""
+    if isinstance(resid_sd, pd.DataFrame):
+        keys = ["train_size", "frozen_layers"]
+        keys = ["task", *keys] if "task" in resid_sd.columns else keys
+        merged = runs[keys].merge(resid_sd[[*keys, "sd"]], on=keys, how="left")
+        sd = merged["sd"].to_numpy(dtype=float)
+    elif isinstance(resid_sd, Mapping):
+        sd = runs["train_size"].map(lambda n: resid_sd.get(int(n), np.nan)).to_numpy(dtype=float)
+    else:
+        sd = np.full(len(runs), float(resid_sd))
+    if np.isnan(sd).any() or (sd < 0).any():
+        raise ValueError("`resid_sd` must give a standard deviation >= 0 for every simulated cell.")
+    return sd
