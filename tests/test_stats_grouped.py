@@ -1,0 +1,178 @@
+"""The default mixed model (a residual variance per train size, seed and seed:size intercepts) against nlme.
+
+The reference is ``tests/data/nlme_reference.R`` run on ``tests/data/hetero_fixture.csv`` (made by
+``make_hetero_fixture.py``): re-run when ``Rscript`` with nlme, emmeans and lmerTest is present, otherwise the
+committed ``nlme_reference.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats import contrasts_vs_reference, estimated_marginal_means, fit_mixed, simulate_results
+from freezestats.stats._reml import Component, _Blocks, fit_components
+
+DATA = Path(__file__).parent / "data"
+R_PACKAGES = ("nlme", "emmeans", "lmerTest", "jsonlite")
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def nlme(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """nlme's fit of the fixture: fresh from R when R is here, else the committed JSON."""
+    rscript = shutil.which("Rscript")
+    if rscript is not None:
+        packages = ", ".join(f'"{p}"' for p in R_PACKAGES)
+        check = f"quit(status = !all(sapply(c({packages}), requireNamespace, quietly = TRUE)))"
+        if subprocess.run([rscript, "-e", check], capture_output=True).returncode == 0:
+            out = tmp_path_factory.mktemp("nlme") / "fresh.json"
+            subprocess.run(
+                [rscript, str(DATA / "nlme_reference.R"), str(DATA / "hetero_fixture.csv"), str(out)],
+                check=True,
+                capture_output=True,
+                timeout=180,
+            )
+            return json.loads(out.read_text())
+    return json.loads((DATA / "nlme_reference.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return pd.read_csv(DATA / "hetero_fixture.csv")
+
+
+@pytest.fixture(scope="module")
+def fit(table: pd.DataFrame):
+    return fit_mixed(table, "best_dev")
+
+
+def test_fixed_effects_and_their_ses_match_nlme(fit, nlme: dict) -> None:
+    ours = fit.fixed_effects.set_index("term")
+    ref = pd.DataFrame(nlme["fixed_effects"]).set_index("term")
+    assert sorted(ours.index) == sorted(ref.index)
+    np.testing.assert_allclose(ours.loc[ref.index, "estimate"], ref["estimate"], atol=TOL)
+    np.testing.assert_allclose(ours.loc[ref.index, "se"], ref["se"], rtol=TOL)
+
+
+def test_variances_match_nlme(fit, nlme: dict) -> None:
+    sd = dict(zip(fit.variance_components["component"], fit.variance_components["sd"], strict=True))
+    for row in nlme["residual_sd"]:
+        assert sd[f"residual:{row['train_size']}"] == pytest.approx(row["sd"], rel=TOL)
+    for name, value in nlme["random_sd"].items():
+        assert sd[name] == pytest.approx(value, rel=TOL)
+    assert fit.diagnostics.llf == pytest.approx(nlme["logLik"], abs=TOL)
+    assert fit.diagnostics.converged and fit.variance == "per_size"
+
+
+def test_marginal_means_and_contrasts_match_emmeans(fit, nlme: dict) -> None:
+    emm = estimated_marginal_means(fit).set_index(["frozen_layers", "train_size"])
+    for row in nlme["emmeans"]:
+        ours = emm.loc[(int(row["frozen_layers"]), int(row["train_size"]))]
+        assert ours["emmean"] == pytest.approx(row["emmean"], abs=TOL)
+        assert ours["se"] == pytest.approx(row["SE"], rel=TOL)
+    con = contrasts_vs_reference(fit, adjust="none").set_index(["frozen_layers", "train_size"])
+    for row in nlme["contrasts"]:
+        ours = con.loc[(int(row["frozen_layers"]), int(row["train_size"]))]
+        assert ours["estimate"] == pytest.approx(row["estimate"], abs=TOL)
+        assert ours["se"] == pytest.approx(row["SE"], rel=TOL)
+
+
+def test_intervals_differ_by_train_size_as_the_spread_does(fit) -> None:
+    se = contrasts_vs_reference(fit, adjust="none").groupby("train_size")["se"].mean()
+    assert se[50] > 10 * se[1000]  # the pooled model gives one SE for every size
+    pooled = contrasts_vs_reference(fit_mixed(pd.read_csv(DATA / "hetero_fixture.csv"), variance="pooled"))
+    assert pooled["se"].round(12).nunique() == 1
+
+
+def test_satterthwaite_df_on_one_train_size_is_the_closed_form_and_lmertest(table: pd.DataFrame, nlme: dict) -> None:
+    """On one train size the model is (1 | seed) + residual; a balanced within-size contrast has (S-1)(K-1) df,
+    unless the seed variance is estimated at zero (then S(K-1) = 16 with 5 seeds and 4 levels), as lmerTest says."""
+    ref = pd.DataFrame(nlme["per_size_lmertest"])
+    for size, rows in ref.groupby("train_size"):
+        single = fit_mixed(table[table["train_size"] == size])
+        con = contrasts_vs_reference(single, adjust="none").set_index("frozen_layers")
+        for _, row in rows.iterrows():
+            ours = con.loc[int(row["frozen_layers"])]
+            assert ours["estimate"] == pytest.approx(row["estimate"], abs=TOL)
+            assert ours["se"] == pytest.approx(row["se"], rel=1e-3)
+            assert ours["df"] == pytest.approx(row["df"], rel=1e-3)
+    assert sorted({round(d) for d in ref["df"]}) == [12, 16]
+
+
+def test_satterthwaite_df_agree_with_finite_differences(fit, table: pd.DataFrame) -> None:
+    """The df's two ingredients, by numerical differentiation of the REML criterion at the estimates."""
+    frame = table.copy()
+    x = np.asarray(pd.get_dummies(frame["frozen_layers"].astype(str) + "@" + frame["train_size"].astype(str)), float)
+    y = frame["best_dev"].to_numpy(float)
+    seeds = frame["seed"].to_numpy()
+    sizes = frame["train_size"].to_numpy()
+    z_seed = np.asarray(pd.get_dummies(seeds), float)
+    z_ss = np.asarray(pd.get_dummies(pd.Series(seeds).astype(str) + ":" + pd.Series(sizes).astype(str)), float)
+    comps = [Component("seed", "random", z=z_seed), Component("seed:train_size", "random", z=z_ss)]
+    comps += [Component(f"r{n}", "residual", mask=sizes == n, lower=1e-12) for n in (50, 200, 1000)]
+    blocks = [np.flatnonzero(seeds == s) for s in np.unique(seeds)]
+    reml = fit_components(y, x, comps, blocks)
+    contrast = np.zeros(x.shape[1])
+    contrast[[0, 1]] = 1.0, -1.0
+    base = reml.theta.copy()
+    # d(l'C l)/d theta_k = l'C M_k C l, the gradient Satterthwaite's df uses (RemlFit.satterthwaite_df).
+    grad = np.array([float(contrast @ reml.cov_beta @ m @ reml.cov_beta @ contrast) for m in reml.m_matrices])
+    numeric = []
+    for k in range(len(base)):
+        h = base[k] * 1e-4
+        up, down = base.copy(), base.copy()
+        up[k] += h
+        down[k] -= h
+        numeric.append(
+            (_cov_at(y, x, comps, blocks, up, contrast) - _cov_at(y, x, comps, blocks, down, contrast)) / (2 * h)
+        )
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-9)
+    # The information the df inverts is minus the Hessian of the REML log-likelihood.
+    hessian = np.column_stack([_grad_at(y, x, comps, blocks, base, k) for k in range(len(base))])
+    np.testing.assert_allclose(reml.info, -hessian, rtol=1e-4)
+
+
+def _cov_at(y, x, comps, blocks, theta, contrast) -> float:
+    cov = np.asarray(_Blocks(y, x, comps, blocks).evaluate(theta, True)["cov"])
+    return float(contrast @ cov @ contrast)
+
+
+def _grad_at(y, x, comps, blocks, theta, k) -> np.ndarray:
+    """Central difference in theta_k of the analytic REML gradient."""
+    h = theta[k] * 1e-5
+    up, down = theta.copy(), theta.copy()
+    up[k] += h
+    down[k] -= h
+    data = _Blocks(y, x, comps, blocks)
+    return (np.asarray(data.evaluate(up, True)["grad"]) - np.asarray(data.evaluate(down, True)["grad"])) / (2 * h)
+
+
+def test_zero_variance_groups_are_floored_not_fatal() -> None:
+    """Collapsed or deterministic runs: every run of a train size gives the same score in each cell."""
+    table = simulate_results(frozen_levels=(0, 2, 4), train_sizes=(50, 200), resid_sd={50: 0.05, 200: 0.0}, rng=3)
+    table.loc[table["train_size"] == 200, "best_dev"] = table.loc[table["train_size"] == 200, "frozen_layers"].map(
+        {0: 0.8, 2: 0.79, 4: 0.7}
+    )
+    fit = fit_mixed(table)
+    floor = (1 / 872) ** 2
+    row = fit.variance_components.set_index("component").loc["residual:200"]
+    assert row["at_floor"] and row["variance"] == pytest.approx(floor)
+    con = contrasts_vs_reference(fit, adjust="none")
+    assert (con["se"] > 0).all() and np.isfinite(con["ci_low"]).all()
+    assert any("floor" in w for w in fit.diagnostics.warnings)
+
+
+def test_per_cell_variance_and_bad_option() -> None:
+    table = simulate_results(frozen_levels=(0, 2), train_sizes=(50, 200), seeds=6, resid_sd=0.02, rng=5)
+    fit = fit_mixed(table, variance="per_cell")
+    assert sum(fit.variance_components["component"].str.startswith("residual:")) == 4
+    with pytest.raises(ModelFitError, match="variance"):
+        fit_mixed(table, variance="per_seed")
