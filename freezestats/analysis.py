@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 MODELS = ("mixed", "glmm", "ols")
+VARIANCES = ("per_size", "per_cell", "pooled")  # the mixed model's residual variance (stats.fit_mixed)
 RESULTS_FILE = "results.parquet"
 STUDY_FILE = "study.json"
 RESPONSES = ("best_dev", "final_dev", "heldout")
@@ -106,6 +107,7 @@ def analyze(
     *,
     model: str = "mixed",
     response: str = "best_dev",
+    variance: str = "per_size",
     tasks: list[str] | None = None,
     reference: int = 0,
     margin: float | None = None,
@@ -127,6 +129,8 @@ def analyze(
         raise ModelFitError(f"`--model` must be one of {list(MODELS)}, but got {model!r}.")
     if response not in RESPONSES:
         raise ModelFitError(f"`--metric` must be one of {list(RESPONSES)}, but got {response!r}.")
+    if variance not in VARIANCES:
+        raise ModelFitError(f"`--variance` must be one of {list(VARIANCES)}, but got {variance!r}.")
     if margin is not None and not (math.isfinite(margin) and margin > 0):
         raise ModelFitError(f"`--margin` must be > 0, but got {margin}.")
     if data is None or len(data) == 0:
@@ -145,6 +149,7 @@ def analyze(
             "model": model,
             "response": response,
             "response_note": RESPONSE_NOTES[response],
+            "variance": variance if model == "mixed" else None,
             "reference": reference,
             "margin": margin,
             "adjust": adjust,
@@ -180,7 +185,7 @@ def analyze(
         for fit_name, include_failed in (("all_runs", True), ("without_failed", False)):
             labels = {"fit": fit_name}
             try:
-                fit = _fit(model, one, response, include_failed)
+                fit = _fit(model, one, response, include_failed, variance)
             except ModelFitError as err:
                 result.warnings.append(f"{task}: {model} model ({fit_name}) not fitted: {err}")
                 continue
@@ -268,11 +273,11 @@ def variance_homogeneity(data: pd.DataFrame, response: str) -> pd.DataFrame:
     )
 
 
-def _fit(model: str, data: pd.DataFrame, response: str, include_failed: bool) -> Any:
+def _fit(model: str, data: pd.DataFrame, response: str, include_failed: bool, variance: str = "per_size") -> Any:
     from freezestats import stats
 
     if model == "mixed":
-        return stats.fit_mixed(data, response, include_failed=include_failed)
+        return stats.fit_mixed(data, response, include_failed=include_failed, variance=variance)
     if model == "ols":
         return stats.fit_ols(data, response, include_failed=include_failed)
     return stats.fit_glmm(data, include_failed=include_failed)

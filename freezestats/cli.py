@@ -191,6 +191,11 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--study-name", help="needed when the storage holds several studies")
     parser.add_argument("--model", default="mixed", help="mixed (default), glmm or ols")
     parser.add_argument("--metric", default="best_dev", help="response: best_dev (default), final_dev, heldout")
+    parser.add_argument(
+        "--variance",
+        default="per_size",
+        help="mixed model's residual variance: per_size (default), per_cell or pooled (one for all runs)",
+    )
 
 
 class _Analyze(_Command):
@@ -222,6 +227,7 @@ class _Analyze(_Command):
             table,
             model=args.model,
             response=args.metric,
+            variance=args.variance,
             tasks=args.task,
             reference=args.reference,
             margin=args.margin,
@@ -322,6 +328,7 @@ class _Report(_Command):
             study_name=args.study_name,
             model=args.model,
             metric=args.metric,
+            variance=args.variance,
             margin=args.margin,
             n_boot=args.n_boot,
             formats=args.format,

@@ -44,7 +44,7 @@ def lme4() -> dict:
 
 @pytest.fixture(scope="module")
 def fit(fixture_table: pd.DataFrame) -> MixedFit:
-    return fit_mixed(fixture_table)
+    return fit_mixed(fixture_table, variance="pooled")
 
 
 def _by_cell(frame: pd.DataFrame, reference: list[dict], keys: list[str]) -> pd.DataFrame:
@@ -73,7 +73,7 @@ def test_emms_match_emmeans(fit: MixedFit, lme4: dict) -> None:
 def test_emms_are_gls_cell_means_not_raw_means(fixture_table: pd.DataFrame) -> None:
     # Drop runs so the design is unbalanced: the model-based means then differ from the raw cell means.
     table = fixture_table.drop(index=[0, 1, 2, 50, 51, 120]).reset_index(drop=True)
-    fit = fit_mixed(table)
+    fit = fit_mixed(table, variance="pooled")
     emm = estimated_marginal_means(fit)
     # Independent computation: GLS in the cell-means coding (one indicator per cell) with V from the fit.
     vc = fit.variance_components.set_index("component")["variance"]

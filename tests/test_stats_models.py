@@ -51,7 +51,7 @@ def lme4() -> dict:
 
 @pytest.fixture(scope="module")
 def fixture_fit(fixture_table: pd.DataFrame) -> models_module.MixedFit:
-    return fit_mixed(fixture_table)
+    return fit_mixed(fixture_table, variance="pooled")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def test_mixed_fit_recovers_the_variance_components() -> None:
     table = simulate_results(
         frozen_levels=(0, 12), train_sizes=(100, 1000), seeds=40, seed_sd=0.02, resid_sd=0.03, rng=11
     )
-    vc = fit_mixed(table).variance_components.set_index("component")["sd"]
+    vc = fit_mixed(table, variance="pooled").variance_components.set_index("component")["sd"]
     assert vc["seed"] == pytest.approx(0.02, rel=0.25)
     assert vc["residual"] == pytest.approx(0.03, rel=0.1)
 
@@ -188,7 +188,7 @@ def test_crossed_subset_draw_matches_statsmodels_vc_formula() -> None:
     table = simulate_results(
         frozen_levels=(0, 12), train_sizes=(100, 1000), seeds=8, subset_draws=8, subset_sd=0.02, rng=12
     )
-    fit = fit_mixed(table)
+    fit = fit_mixed(table, variance="pooled")
     assert fit.formula.endswith("+ (1 | seed) + (1 | subset_draw)")
     vc = fit.variance_components.set_index("component")["sd"]
     assert list(vc.index) == ["seed", "subset_draw", "residual"]
@@ -215,7 +215,7 @@ def test_boundary_fit_is_flagged_with_an_explicit_warning() -> None:
     table = simulate_results(frozen_levels=(0, 12), train_sizes=(100, 1000), seed_sd=0.0, rng=4)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing may escape to the caller
-        fit = fit_mixed(table)
+        fit = fit_mixed(table, variance="pooled")
     assert fit.diagnostics.boundary
     (message,) = [w for w in fit.diagnostics.warnings if "boundary" in w]
     assert "seed variance is estimated at" in message and "lme4's tolerance" in message
@@ -236,7 +236,7 @@ def test_optimizer_failures_are_recorded_and_the_next_optimizer_is_tried(
         return result
 
     monkeypatch.setattr(MixedLM, "fit", flaky)
-    fit = fit_mixed(fixture_table)
+    fit = fit_mixed(fixture_table, variance="pooled")
     assert fit.diagnostics.optimizer == "cg" and fit.diagnostics.converged
     assert fit.diagnostics.warnings[:2] == (
         "optimizer 'bfgs' did not converge; tried the next one.",
@@ -484,7 +484,7 @@ def test_failed_runs_excluded_can_empty_a_cell() -> None:
 def test_missing_responses_are_dropped_and_counted() -> None:
     table = _table()
     table.loc[[0, 5], "heldout"] = np.nan
-    fit = fit_mixed(table, "heldout")
+    fit = fit_mixed(table, "heldout", variance="pooled")
     assert fit.diagnostics.n_obs == 10 and fit.diagnostics.n_excluded == 2
     assert "dropped 2 runs with a missing heldout (listwise deletion)." in fit.diagnostics.warnings
     assert any(w.startswith("only 3 seeds: the seed variance rests on 2 degree(s)") for w in fit.diagnostics.warnings)

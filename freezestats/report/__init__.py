@@ -93,6 +93,7 @@ def build_report(
     study_name: str | None = None,
     model: str = "mixed",
     metric: str = "best_dev",
+    variance: str = "per_size",
     margin: float | None = None,
     n_boot: int = 2000,
     formats: str | tuple[str, ...] = ("html", "pdf"),
@@ -137,6 +138,7 @@ def build_report(
             study_name=study_name,
             model=model,
             metric=metric,
+            variance=variance,
             margin=margin,
             n_boot=n_boot,
         )

@@ -64,6 +64,7 @@ def gather_inputs(
     study_name: str | None = None,
     model: str = "mixed",
     metric: str = "best_dev",
+    variance: str = "per_size",
     margin: float | None = None,
     n_boot: int = 2000,
 ) -> ReportInputs:
@@ -96,7 +97,7 @@ def gather_inputs(
         runs = load_results(storage, results, study_name)
         if storage is not None:
             study = load_study_record(storage, study_name)
-        analysis = analyze(runs, model=model, response=metric, margin=margin, n_boot=n_boot)
+        analysis = analyze(runs, model=model, response=metric, variance=variance, margin=margin, n_boot=n_boot)
         ran = True
     if runs is None:
         notes.append(

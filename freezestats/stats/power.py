@@ -32,8 +32,9 @@ def power_by_simulation(
     Parameters
     ----------
     fit
-        A :class:`~freezestats.stats.models.MixedFit`; its ``seed`` and ``residual`` variance components are
-        the truth the simulation draws from.
+        A :class:`~freezestats.stats.models.MixedFit`; its ``seed`` and residual variance components are the
+        truth the simulation draws from: one curve per train size for the default per-size model (the seed
+        spread at 50 examples is ~15x that at 1000, so one pooled figure would be wrong at both ends).
     delta
         The true difference between the two cells (in metric units, e.g. 0.02 for two accuracy points).
     n_seeds
@@ -48,7 +49,8 @@ def power_by_simulation(
     Returns
     -------
     pandas.DataFrame
-        One row per number of seeds: ``n_seeds, power, mc_se`` (Monte Carlo standard error of ``power``),
+        One row per train size and number of seeds: ``train_size`` (``nan`` for the pooled model), ``n_seeds,
+        power, mc_se`` (Monte Carlo standard error of ``power``),
         ``analytic_power`` (the same test's exact power from the noncentral t distribution, a check on the
         simulation), ``delta, alpha, seed_sd, resid_sd, n_sim``.
 
@@ -61,6 +63,8 @@ def power_by_simulation(
     study the contrast's residual variance is pooled over all cells, which gives more degrees of freedom:
     the power reported here is therefore slightly conservative for small ``n``. Failed (collapsed) runs are
     not simulated; fit the model without them (``include_failed=False``) when they are analysed apart.
+    The estimated SDs are used as if known: their sampling uncertainty (with 5 seeds a per-size SD rests on
+    ~12 df) is ignored, so read the seeds needed as a point estimate.
 
     References
     ----------
@@ -70,10 +74,8 @@ def power_by_simulation(
     components = getattr(fit, "variance_components", None)
     if components is None:
         raise ModelFitError("power_by_simulation needs a mixed-model fit (fit_mixed) with variance components.")
-    sd = dict(zip(components["component"], components["sd"], strict=True))
-    if "residual" not in sd:
-        raise ModelFitError(f"The fit has no residual variance component; it has {sorted(sd)}.")
-    seed_sd, resid_sd = float(sd.get("seed", 0.0)), float(sd["residual"])
+    residuals = _residual_sds(components)
+    seed_sd = float(dict(zip(components["component"], components["sd"], strict=True)).get("seed", 0.0))
     if not np.isfinite(delta) or delta == 0:
         raise ModelFitError(f"`delta` must be a finite non-zero difference, but got delta={delta}.")
     if not 0 < alpha < 1:
@@ -82,6 +84,37 @@ def power_by_simulation(
     if not sizes or sizes[0] < 2:
         raise ModelFitError(f"Every number of seeds must be >= 2 (a paired test needs 2), but got {sizes}.")
     generator = np.random.default_rng(rng)
+    frames = []
+    for train_size, resid_sd in residuals:
+        curve = _power_curve(generator, sizes, delta, seed_sd, resid_sd, n_sim, alpha)
+        frames.append(curve.assign(train_size=train_size))
+    columns = ["train_size", "n_seeds", "power", "mc_se", "analytic_power", "delta", "alpha", "seed_sd", "resid_sd"]
+    return pd.concat(frames, ignore_index=True)[[*columns, "n_sim"]]
+
+
+def _residual_sds(components: pd.DataFrame) -> list[tuple[float, float]]:
+    """(train_size, residual SD) per train size of a per-size fit; (nan, SD) for the pooled model."""
+    names = components["component"].astype(str)
+    if "residual" in set(names):
+        return [(float("nan"), float(components.loc[names == "residual", "sd"].iloc[0]))]
+    per_size = components[names.str.fullmatch(r"residual:\d+")]
+    if per_size.empty:
+        raise ModelFitError(
+            "power_by_simulation needs one residual variance per train size (or one for all runs), but the fit "
+            f"has {sorted(names)}; per-cell variances give no single power per size."
+        )
+    return [(float(n), float(sd)) for n, sd in zip(per_size["train_size"], per_size["sd"], strict=True)]
+
+
+def _power_curve(
+    generator: np.random.Generator,
+    sizes: list[int],
+    delta: float,
+    seed_sd: float,
+    resid_sd: float,
+    n_sim: int,
+    alpha: float,
+) -> pd.DataFrame:
     rows = []
     for n in sizes:
         seed_effect = generator.normal(0.0, seed_sd, size=(n_sim, n, 1))
@@ -111,6 +144,14 @@ def power_by_simulation(
 
 
 def seeds_for_power(curve: pd.DataFrame, target: float = 0.8) -> int | None:
-    """The smallest number of seeds whose simulated power reaches ``target`` (None when none does)."""
-    reached = curve.loc[curve["power"] >= target, "n_seeds"]
-    return int(reached.min()) if len(reached) else None
+    """The smallest number of seeds whose simulated power reaches ``target`` at every train size (None: none).
+
+    With a per-size fit the hardest size decides: the seeds must be enough where runs spread most. Per size,
+    filter ``curve`` by ``train_size`` first.
+    """
+    reached = curve[curve["power"] >= target]
+    if "train_size" in curve.columns and curve["train_size"].notna().any():
+        sizes = curve["train_size"].dropna().unique()
+        per_size = [reached.loc[reached["train_size"] == n, "n_seeds"].min() for n in sizes]
+        return None if any(pd.isna(v) for v in per_size) else int(max(per_size))
+    return int(reached["n_seeds"].min()) if len(reached) else None
