@@ -1,4 +1,5 @@
-"""Tests of freezestats.stats.lee on hand-made tables whose operating points are known."""
+"""Tests of freezestats.stats.lee on hand-made tables whose operating points are known, and of the ratio test on
+hand-made fits whose contrasts are known exactly (Fieller limits checked against a brute-force inversion)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
+from test_stats_noninferiority import CellFit
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.lee import operating_point, relative_scores
+from freezestats.stats import contrasts_vs_reference, fit_mixed, simulate_results
+from freezestats.stats.lee import lee_ratio_tests, operating_point, relative_scores
 
 DEPTHS = (-1, 0, 1, 2, 3, 4)  # a 4-layer model
 # Mean score per depth; full model (0) at 0.80. At 90%: 1 -> 0.975, 2 -> 0.9125 (reaches), 3 -> 0.875 (misses).
@@ -287,3 +291,126 @@ def test_unit_can_be_a_cluster_of_subset_draws() -> None:
     assert by_draw["trainable_layers"].iloc[0] == 2
     with pytest.raises(ModelFitError, match=r"must have the columns \['replicate'\]"):
         operating_point(table, "best_dev", unit="replicate")
+
+
+# --------------------------------------------------------------------------------------------------
+# lee_ratio_tests
+# --------------------------------------------------------------------------------------------------
+
+LEE_COLUMNS = [
+    "train_size",
+    "frozen_layers",
+    "reference",
+    "ratio",
+    "baseline",
+    "mean",
+    "reference_mean",
+    "estimate",
+    "se",
+    "df",
+    "lower",
+    "t",
+    "p_val",
+    "tested",
+    "reaches",
+    "alpha",
+    "ratio_estimate",
+    "ratio_ci_low",
+    "ratio_ci_high",
+    "note",
+]
+
+
+def _fit(means: dict[int, float], var: float | dict[int, float] = 0.01**2, sizes=(100,), df: float = 12.0) -> CellFit:
+    cells = {(k, n): m for n in sizes for k, m in means.items()}
+    variances = {(k, n): var[k] if isinstance(var, dict) else var for k, n in cells}
+    return CellFit(cells, variances, df)
+
+
+def test_lee_ratio_test_is_the_linear_contrast_mu_k_minus_ratio_mu_0() -> None:
+    fit = _fit({0: 0.80, -1: 0.80, 2: 0.75, 4: 0.70}, var={0: 0.01**2, -1: 0.01**2, 2: 0.012**2, 4: 0.01**2})
+    out = lee_ratio_tests(fit)
+    assert list(out.columns) == LEE_COLUMNS
+    assert out["frozen_layers"].tolist() == [-1, 2, 4]  # shallow to deep
+    assert out["estimate"].to_numpy() == pytest.approx([0.80 - 0.72, 0.75 - 0.72, 0.70 - 0.72])
+    se = np.sqrt(np.array([0.01**2, 0.012**2, 0.01**2]) + 0.81 * 0.01**2)
+    assert out["se"].to_numpy() == pytest.approx(se)
+    assert out["t"].to_numpy() == pytest.approx(out["estimate"] / se)
+    assert out["p_val"].to_numpy() == pytest.approx(stats.t.sf(out["estimate"] / se, 12))
+    assert out["lower"].to_numpy() == pytest.approx(out["estimate"] - stats.t.ppf(0.95, 12) * se)
+    assert out["reaches"].tolist() == [True, True, False]
+    assert out["tested"].all()
+    assert out["ratio_estimate"].to_numpy() == pytest.approx([1.0, 0.75 / 0.8, 0.70 / 0.8])
+    assert (out["baseline"] == 0).all() and (out["ratio"] == 0.9).all() and (out["note"] == "").all()
+    # with a baseline: mu_k - b - ratio (mu_0 - b)
+    based = lee_ratio_tests(fit, baseline=0.5)
+    assert based["estimate"].to_numpy() == pytest.approx([0.30 - 0.27, 0.25 - 0.27, 0.20 - 0.27])
+    assert based["ratio_estimate"].to_numpy() == pytest.approx([1.0, 0.25 / 0.3, 0.2 / 0.3])
+    assert based["reaches"].tolist() == [True, False, False]
+    assert based["tested"].tolist() == [True, True, False]
+
+
+def test_lee_ratio_test_stops_at_the_first_depth_that_misses() -> None:
+    fit = _fit({0: 0.80, 2: 0.60, 4: 0.80, 6: 0.80}, var=0.002**2, sizes=(100, 500))
+    out = lee_ratio_tests(fit)
+    assert out["tested"].tolist() == [True, False, False] * 2
+    assert out["reaches"].tolist() == [False] * 6
+    assert (out.loc[out["frozen_layers"] > 2, "p_val"] < 1e-6).all()
+
+
+def test_fieller_interval_inverts_the_ratio_test() -> None:
+    var = {0: 0.03**2, 2: 0.02**2}
+    fit = _fit({0: 0.60, 2: 0.55}, var=var, df=9.0)
+    row = lee_ratio_tests(fit, baseline=0.5, alpha=0.05).iloc[0]
+    a, d, q = 0.05, 0.10, stats.t.ppf(0.95, 9)
+    for rho in (row["ratio_ci_low"], row["ratio_ci_high"]):
+        assert (a - rho * d) ** 2 == pytest.approx(q**2 * (var[2] + rho**2 * var[0]), rel=1e-9)
+    # brute force: the ratios the two-sided level-2*alpha t test does not reject
+    grid = np.linspace(-5, 5, 20001)
+    keep = np.abs(a - grid * d) <= q * np.sqrt(var[2] + grid**2 * var[0])
+    assert row["ratio_ci_low"] == pytest.approx(grid[keep].min(), abs=1e-3)
+    assert row["ratio_ci_high"] == pytest.approx(grid[keep].max(), abs=1e-3)
+    assert row["ratio_ci_low"] < 0.5 < row["ratio_ci_high"]
+    # with d > 0 the one-sided test at `ratio` rejects exactly when ratio < ratio_ci_low
+    for ratio in (row["ratio_ci_low"] - 1e-3, row["ratio_ci_low"] + 1e-3):
+        if ratio <= 0:
+            continue
+        test = lee_ratio_tests(fit, baseline=0.5, ratio=min(ratio, 1.0)).iloc[0]
+        assert bool(test["p_val"] < 0.05) == bool(ratio < row["ratio_ci_low"])
+
+
+def test_fieller_interval_is_unbounded_when_the_reference_is_not_above_the_baseline() -> None:
+    fit = _fit({0: 0.52, 2: 0.55, 4: 0.51}, var=0.02**2, df=8.0)
+    out = lee_ratio_tests(fit, baseline=0.5)
+    assert np.isneginf(out["ratio_ci_low"]).all() and np.isposinf(out["ratio_ci_high"]).all()
+    assert out["note"].str.startswith("unbounded: the reference mean is not significantly different").all()
+    assert out["note"].str.contains("whole real line|and \\[", regex=True).all()
+    assert out["p_val"].notna().all()
+
+
+def test_lee_ratio_test_on_a_mixed_model_matches_the_contrasts_at_ratio_one() -> None:
+    effects = {(k, n): 0.85 - c for n in (200, 500) for k, c in ((0, 0.0), (2, 0.01), (4, 0.09))}
+    table = simulate_results(effects, frozen_levels=(0, 2, 4), train_sizes=(200, 500), seeds=5, rng=4)
+    fit = fit_mixed(table, "best_dev")
+    one = lee_ratio_tests(fit, ratio=1.0)
+    contrasts = contrasts_vs_reference(fit, adjust="none")
+    merged = one.merge(contrasts, on=["train_size", "frozen_layers"], suffixes=("", "_c"))
+    for column in ("estimate", "se", "df"):
+        assert merged[column].to_numpy() == pytest.approx(merged[f"{column}_c"].to_numpy(), rel=1e-9)
+    lee = lee_ratio_tests(fit)
+    assert lee["estimate"].to_numpy() == pytest.approx((lee["mean"] - 0.9 * lee["reference_mean"]).to_numpy())
+    assert (lee["df"] > 0).all() and np.isfinite(lee["ratio_ci_low"]).all()
+
+
+def test_lee_ratio_test_input_errors() -> None:
+    fit = _fit({0: 0.8, 2: 0.7})
+    with pytest.raises(ModelFitError, match=r"`ratio` must be in \(0, 1\] .* but got ratio=1.5"):
+        lee_ratio_tests(fit, ratio=1.5)
+    with pytest.raises(ModelFitError, match=r"`alpha` must be in \(0, 0.5\), but got alpha=0"):
+        lee_ratio_tests(fit, alpha=0)
+    with pytest.raises(ModelFitError, match=r"`reference` must be one of the frozen levels of the fit \[0, 2\]"):
+        lee_ratio_tests(fit, reference=4)
+    with pytest.raises(ModelFitError, match=r"`baseline` must give a value for every train size"):
+        lee_ratio_tests(fit, baseline={500: 0.5})
+    with pytest.raises(ModelFitError, match=r"lee_ratio_tests needs a fit with fixed effects"):
+        lee_ratio_tests("fit")

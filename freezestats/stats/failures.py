@@ -4,22 +4,29 @@ A run is *failed* when it ends no better than the best constant predictor
 (:func:`freezestats.metrics.is_failed_run`). Such runs are frequent on small data sets and are
 reported apart from the healthy ones: :func:`failure_rates` gives each cell's failure proportion with a
 Wilson interval, :func:`failure_model` a logistic regression of failure on freeze depth and training
-size.
+size (Firth's penalised likelihood, finite under separation).
+
+The runner's ``failed`` flag looks at the final checkpoint only, with a fixed rule. :func:`flag_failures`
+re-derives the flag from the stored per-checkpoint counts, for the checkpoint the analysed metric scores
+and with a stated rule (an exact binomial test against the majority rate, or a dominant predicted class),
+and :func:`failure_summary` puts the failure rate of each cell beside the mean with and without the failed
+runs.
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pandas as pd
-from scipy import optimize
+from scipy import optimize, special, stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats._checks import CELL, check_confidence, prepare, require_single_task
 
-__all__ = ["failure_model", "failure_rates"]
+__all__ = ["failure_model", "failure_rates", "failure_summary", "flag_failures"]
 
 RATE_COLUMNS = [*CELL, "n", "n_failed", "rate", "ci_low", "ci_high"]
 MODEL_COLUMNS = [
@@ -32,10 +39,25 @@ MODEL_COLUMNS = [
     "p_val",
     "odds_ratio",
     "at_train_size",
+    "method",
     "warning",
 ]
+SUMMARY_COLUMNS = [*CELL, "n", "n_failed", "p_fail", "ci_low", "ci_high", "mean_healthy", "mean_all"]
+CHECKPOINT_COLUMNS = {
+    "best": ("n_correct_best", "n_eval", "top_class_share_best"),
+    "heldout": ("n_correct_heldout", "n_eval_heldout", "top_class_share_heldout"),
+    "final": ("n_correct", "n_eval", "top_class_share_final"),
+}
+"""For each checkpoint: its correct count, the number of items it was scored on, its top predicted-class share."""
 TERMS = ["intercept", "log2_train_size", "frozen_fraction", "log2_train_size:frozen_fraction"]
 _MIN_EVENTS_PER_TERM = 10
+_SHARE_TOL = 1e-12
+_FIRTH_MAX_ITER = 100
+_FIRTH_MAX_STEP = 5.0  # logistf's maxstep
+_FIRTH_HALVINGS = 25
+_FIRTH_XTOL = 1e-10
+_FIRTH_GTOL = 1e-8
+_PROFILE_EXPANSIONS = 30
 
 
 def failure_rates(data: pd.DataFrame, task: str | None = None, confidence: float = 0.95) -> pd.DataFrame:
@@ -107,11 +129,201 @@ def failure_rates(data: pd.DataFrame, task: str | None = None, confidence: float
     return out[RATE_COLUMNS]
 
 
+def flag_failures(
+    table: pd.DataFrame,
+    checkpoint: Literal["best", "heldout", "final"] = "best",
+    rule: Literal["binomial", "dominant_class"] = "binomial",
+    alpha: float = 0.05,
+    dominant_share: float = 0.95,
+    majority_rate: float | pd.Series | None = None,
+) -> pd.Series:
+    r"""Which runs failed, judged on the checkpoint the analysed metric scores, by a stated rule.
+
+    The runner's ``failed`` flag asks whether the *final* checkpoint beats the majority baseline at all; a run
+    that scores one item above the baseline passes, and a run whose final checkpoint collapsed counts as failed
+    even when the analysed metric (``best_dev``) comes from a healthy earlier checkpoint. This function asks
+    the question of the right checkpoint, with a rule that accounts for the evaluation set's size.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The results table (one row per run) with the runner's per-checkpoint counts: ``n_correct`` (final
+        checkpoint, whole validation set), ``n_correct_best`` (whole set), ``n_correct_heldout`` with
+        ``n_eval_heldout`` (the score half), ``n_eval``, ``majority_baseline`` (for ``rule="binomial"``) and
+        ``top_class_share_best`` / ``_heldout`` / ``_final`` (for ``rule="dominant_class"``).
+    checkpoint : {"best", "heldout", "final"}
+        The checkpoint to judge. Use the one the analysed metric scores: ``best_dev`` -> ``"best"``,
+        ``heldout`` -> ``"heldout"``, ``final_dev`` -> ``"final"``.
+    rule : {"binomial", "dominant_class"}
+        ``"binomial"``: the run fails when a one-sided exact binomial test does not show its accuracy above the
+        majority rate at level ``alpha``. ``"dominant_class"``: the run fails when one predicted class takes at
+        least ``dominant_share`` of the predictions.
+    alpha : float
+        Level of the binomial test, in (0, 1).
+    dominant_share : float
+        Threshold of the dominant-class rule, in (0, 1]; a share exactly equal to it fails.
+    majority_rate : float, pandas.Series or None
+        The accuracy of the constant majority-class predictor, for ``rule="binomial"``: None (default) takes the
+        table's ``majority_baseline`` column, which is that accuracy only when the task's ``metric`` is
+        ``"accuracy"`` (for MCC it is 0); pass the rate for other metrics (a number, or a Series aligned with
+        ``table``).
+
+    Returns
+    -------
+    pandas.Series
+        Nullable boolean (``"boolean"`` dtype) with ``table``'s index, named ``failed_<checkpoint>``: True for a
+        failed run, False for a healthy one, ``<NA>`` where the checkpoint's counts (or share) are missing
+        (regression tasks, runs from before the runner stored them, search trials without predictions).
+
+    Raises
+    ------
+    ModelFitError
+        ``table`` is not a DataFrame or lacks the columns the rule needs, an unknown ``checkpoint`` or ``rule``,
+        ``alpha`` or ``dominant_share`` out of range, counts that are not whole numbers in ``0..n``, a majority
+        rate outside [0, 1], or ``majority_baseline`` of a non-accuracy metric with no ``majority_rate``.
+
+    Notes
+    -----
+    *Binomial rule.* With :math:`x` correct out of :math:`n` items and majority rate :math:`p_0`, the p value is
+    :math:`P(X \ge x)` for :math:`X \sim \mathrm{Bin}(n, p_0)` (``scipy.stats.binomtest(x, n, p_0,
+    alternative="greater")``), and the run is healthy when it is below ``alpha``. The items of the validation
+    set are the "trials": a run is healthy when its accuracy could not plausibly be the majority predictor's
+    with different validation items. On SST-2 (:math:`n = 872`, :math:`p_0 = 444/872`) that takes 469 correct
+    (53.8%) at ``alpha = 0.05``, where the runner's rule takes 445. For ``checkpoint="heldout"`` the counts are
+    over the score half (``n_eval_heldout``) and the rate is still ``majority_baseline``, the majority share of
+    the whole validation set: the table does not store the share of the half, which the random split keeps
+    close to it.
+
+    *Dominant-class rule.* Collapse shows in the predictions before it shows in the accuracy: a model that
+    predicts one class for 95% of the items has learned little whatever its accuracy. The share is compared
+    with a tolerance of 1e-12, so 836/880 = 0.95 fails at ``dominant_share=0.95``.
+    """
+    if not isinstance(table, pd.DataFrame):
+        raise ModelFitError(
+            f"flag_failures: `table` must be a pandas DataFrame (the results table), but got {type(table).__name__}."
+        )
+    if checkpoint not in CHECKPOINT_COLUMNS:
+        raise ModelFitError(
+            f"flag_failures: `checkpoint` must be one of {list(CHECKPOINT_COLUMNS)}, but got checkpoint={checkpoint!r}."
+        )
+    correct_col, n_col, share_col = CHECKPOINT_COLUMNS[checkpoint]
+    if rule == "binomial":
+        _check_open_unit(alpha, "alpha", "flag_failures")
+        _require(table, [correct_col, n_col] + ([] if majority_rate is not None else ["majority_baseline"]))
+        flags = _binomial_failures(table, correct_col, n_col, alpha, majority_rate)
+    elif rule == "dominant_class":
+        if isinstance(dominant_share, bool) or not 0.0 < _as_float(dominant_share) <= 1.0:
+            raise ModelFitError(
+                f"flag_failures: `dominant_share` must be in (0, 1], but got dominant_share={dominant_share!r}."
+            )
+        _require(table, [share_col])
+        share = pd.to_numeric(table[share_col], errors="coerce").astype(float)
+        flags = pd.Series(pd.NA, index=table.index, dtype="boolean")
+        known = share.notna()
+        flags[known] = (share[known] >= float(dominant_share) - _SHARE_TOL).to_numpy()
+    else:
+        raise ModelFitError(f"flag_failures: `rule` must be 'binomial' or 'dominant_class', but got rule={rule!r}.")
+    return flags.rename(f"failed_{checkpoint}")
+
+
+def failure_summary(
+    table: pd.DataFrame,
+    failed: pd.Series | np.ndarray,
+    response: str = "best_dev",
+    task: str | None = None,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    r"""Per cell: how many runs failed, and the mean response with and without them.
+
+    A mean over all runs mixes two things, how often fine-tuning collapses and how well the healthy runs
+    do; this table shows both, so that a depth that "costs 3 points" can be read as "fails one run in five"
+    or as "every run is 3 points worse".
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The results table (one row per run); needs ``role, task, train_size, frozen_layers`` and ``response``.
+    failed : pandas.Series or numpy.ndarray
+        One flag per row of ``table`` (:func:`flag_failures`, or the table's ``failed`` column); a Series is
+        aligned on the index, an array by position. Missing flags (``<NA>``) drop the run.
+    response : str
+        The analysed per-run score (``"best_dev"``, ``"final_dev"``, ``"heldout"`` or a ``final_<metric>``).
+    task : str or None
+        Only this task; None keeps every task.
+    confidence : float
+        Coverage of the Wilson interval, in (0, 1).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell, sorted by ``task, train_size, frozen_layers``:
+
+        - ``task``, ``train_size``, ``frozen_layers``: the cell.
+        - ``n``: runs with a flag and a finite response.
+        - ``n_failed``: failed runs among them.
+        - ``p_fail``: ``n_failed / n``.
+        - ``ci_low``, ``ci_high``: Wilson score interval of the failure probability (see :func:`failure_rates`).
+        - ``mean_healthy``: mean response of the runs that did not fail (NaN when every run failed).
+        - ``mean_all``: mean response of all ``n`` runs.
+
+    Raises
+    ------
+    ModelFitError
+        As :func:`failure_rates`; ``failed`` of the wrong length or index, or with values that are not boolean.
+
+    Notes
+    -----
+    Only ``role == "grid"`` (and ``state == "complete"``) rows are summarised. Missing data: runs with a
+    missing flag or response are dropped (listwise deletion). The Wilson interval treats the runs of a cell as
+    independent, which they are when each run has its own seed.
+    """
+    from statsmodels.stats.proportion import proportion_confint
+
+    level = check_confidence(confidence, "failure_summary")
+    if not isinstance(table, pd.DataFrame):
+        raise ModelFitError(
+            f"failure_summary: `table` must be a pandas DataFrame (the results table), but got {type(table).__name__}."
+        )
+    flags = _aligned_flags(table, failed)
+    frame = prepare(
+        table.assign(_failed_flag=flags),
+        columns=[*CELL, "_failed_flag"],
+        response=response,
+        task=task,
+        caller="failure_summary",
+    )
+    frame = frame[frame["_failed_flag"].notna()]
+    if frame.empty:
+        raise ModelFitError("failure_summary: `failed` must be known for some grid run, but every flag is missing.")
+    frame = frame.assign(
+        _failed_flag=frame["_failed_flag"].astype(bool),
+        _healthy=frame[response].where(~frame["_failed_flag"].astype(bool)),
+    )
+    out = (
+        frame.groupby(CELL, sort=True)
+        .agg(
+            n=("_failed_flag", "size"),
+            n_failed=("_failed_flag", "sum"),
+            mean_healthy=("_healthy", "mean"),
+            mean_all=(response, "mean"),
+        )
+        .reset_index()
+    )
+    out["n"] = out["n"].astype(np.int64)
+    out["n_failed"] = out["n_failed"].astype(np.int64)
+    out["p_fail"] = out["n_failed"] / out["n"]
+    low, high = proportion_confint(out["n_failed"], out["n"], alpha=1.0 - level, method="wilson")
+    out["ci_low"] = np.asarray(low, dtype=float)
+    out["ci_high"] = np.asarray(high, dtype=float)
+    return out[SUMMARY_COLUMNS]
+
+
 def failure_model(
     data: pd.DataFrame,
     task: str | None = None,
     confidence: float = 0.95,
     on_separation: Literal["raise", "nan"] = "raise",
+    method: Literal["firth", "ml"] = "firth",
 ) -> pd.DataFrame:
     r"""Logistic regression of run failure on training size, freeze depth and their interaction.
 
@@ -123,11 +335,17 @@ def failure_model(
     task : str or None
         The task to model; required when the table holds several tasks.
     confidence : float
-        Coverage of the Wald intervals, in (0, 1).
+        Coverage of the intervals, in (0, 1).
     on_separation : {"raise", "nan"}
-        What to do when the data are (quasi-)completely separated, so that the maximum-likelihood
-        estimates do not exist: ``"raise"`` a :class:`~freezestats.exceptions.ModelFitError` (the
-        default), or return the four rows with NaN statistics and the diagnosis in ``warning``.
+        Only for ``method="ml"``: what to do when the data are (quasi-)completely separated, so that the
+        maximum-likelihood estimates do not exist: ``"raise"`` a
+        :class:`~freezestats.exceptions.ModelFitError` (the default), or return the four rows with NaN
+        statistics and the diagnosis in ``warning``. Firth's estimates always exist, so with
+        ``method="firth"`` separation is only reported in ``warning``.
+    method : {"firth", "ml"}
+        ``"firth"`` (default): Firth's penalised likelihood, finite under separation, with profile
+        penalised-likelihood intervals and p values (as R's ``logistf``). ``"ml"``: maximum likelihood
+        (statsmodels GLM) with Wald intervals.
 
     Returns
     -------
@@ -136,30 +354,34 @@ def failure_model(
         log2_train_size:frozen_fraction``:
 
         - ``term``: the coefficient (see Notes for the covariates).
-        - ``estimate``: maximum-likelihood log-odds coefficient.
-        - ``se``: its standard error (inverse observed information).
-        - ``ci_low``, ``ci_high``: Wald interval, ``estimate ± z_{1-α/2} se``.
+        - ``estimate``: log-odds coefficient (penalised or plain maximum likelihood, see ``method``).
+        - ``se``: its standard error: square root of the diagonal of the inverse Fisher information at the
+          estimate.
+        - ``ci_low``, ``ci_high``: Firth: profile penalised-likelihood interval; ML: Wald interval,
+          ``estimate ± z_{1-α/2} se``.
         - ``z``: Wald statistic ``estimate / se``.
-        - ``p_val``: two-sided p-value of ``z`` under N(0, 1).
+        - ``p_val``: two-sided p value. Firth: penalised likelihood-ratio test of the coefficient = 0
+          (consistent with the interval); ML: Wald, ``z`` under N(0, 1).
         - ``odds_ratio``: ``exp(estimate)`` (for the intercept: the odds of failure of full
           fine-tuning at ``at_train_size``); ``exp(ci_low)``, ``exp(ci_high)`` bound it.
         - ``at_train_size``: the training size at which the intercept and the ``frozen_fraction``
           main effect are evaluated (the geometric mean of the design's distinct sizes).
-        - ``warning``: empty string, or the caveats of this fit joined by ``"; "``: few failures
-          per coefficient, a convergence warning from statsmodels, or (with ``on_separation="nan"``)
-          separation.
+        - ``method``: ``"firth"`` or ``"ml"``.
+        - ``warning``: empty string, or the caveats of this fit joined by ``"; "``: separation (Firth: estimates
+          are finite but driven by the penalty in the separated direction; ML with ``on_separation="nan"``:
+          no estimates), few failures per coefficient, an optimiser that did not converge.
 
     Raises
     ------
     ModelFitError
         As :func:`failure_rates`; several tasks and no ``task``; no failure at all, or every run
         failed (nothing to model: use :func:`failure_rates`); fewer than two distinct training sizes
-        or freeze fractions (the interaction is not identified); separation with
-        ``on_separation="raise"``.
+        or freeze fractions (the interaction is not identified); an unknown ``method`` or
+        ``on_separation``; separation with ``method="ml"`` and ``on_separation="raise"``.
 
     Notes
     -----
-    The model, fitted to the individual runs (``statsmodels`` GLM, binomial family, logit link), is
+    The model, fitted to the individual runs, is
 
     .. math::
 
@@ -181,17 +403,30 @@ def failure_model(
 
     Separation. When some combination of the covariates splits failed from healthy runs perfectly
     (complete separation) or up to ties (quasi-complete), the likelihood increases without bound along
-    that direction and the maximum-likelihood estimate does not exist; an iterative fit stops at
-    arbitrary large values with huge standard errors. Firth's penalised likelihood would give finite
-    estimates but is not available in statsmodels, so this function does not fit such data:
-    separation is detected *before* fitting, exactly, with the linear program of Konis (2007) —
-    maximise :math:`\sum_i y^*_i x_i^\top\beta` subject to :math:`y^*_i x_i^\top\beta \ge 0` and
-    :math:`|\beta_j| \le 1`, with :math:`y^*_i = \pm 1`; a positive optimum is a separating direction —
-    and reported as an error (default) or as NaN rows with a ``warning``.
+    that direction and the maximum-likelihood estimate does not exist. Separation is detected exactly,
+    before fitting, with the linear program of Konis (2007) — maximise :math:`\sum_i y^*_i x_i^\top\beta`
+    subject to :math:`y^*_i x_i^\top\beta \ge 0` and :math:`|\beta_j| \le 1`, with :math:`y^*_i = \pm 1`; a
+    positive optimum is a separating direction. Small failure studies are often separated (no failure at all
+    above some size), so the default fit is Firth's (1993) penalised likelihood, which maximises
 
-    Wald intervals and p-values are asymptotic; with fewer than 10 failures (or successes) per
-    coefficient (Peduzzi et al., 1996) the ``warning`` column says so. Runs are treated as independent;
-    runs that share a seed across cells are not, which makes the standard errors optimistic.
+    .. math:: \ell^*(\beta) = \ell(\beta) + \tfrac12 \log\det I(\beta), \qquad I(\beta) = X^\top W X,
+
+    (the Jeffreys-prior penalty). Its estimates are finite under separation and have :math:`O(n^{-2})` bias
+    instead of maximum likelihood's :math:`O(n^{-1})` (Heinze & Schemper 2002). It is solved by Newton steps on
+    the modified score :math:`U^*(\beta) = X^\top(y - p + h(\tfrac12 - p))`, with :math:`h` the diagonal of
+    the hat matrix :math:`W^{1/2}X I^{-1} X^\top W^{1/2}`, step length capped at 5 and halved while
+    :math:`\ell^*` decreases (the algorithm of ``logistf``). The standard error is from :math:`I(\hat\beta)^{-1}`;
+    because Wald intervals are poor exactly where Firth's method is needed (a separated coefficient's profile
+    is far from quadratic), the interval is the profile penalised-likelihood interval
+    :math:`\{\beta_j: 2(\ell^*(\hat\beta) - \max_{\beta_{-j}} \ell^*(\beta)) \le \chi^2_{1,1-\alpha}\}` and the
+    p value the penalised likelihood-ratio test, as ``logistf`` reports them (Heinze & Schemper 2002). A bound
+    that the profile never reaches is reported as ``-inf``/``inf``. With no separation and many runs the
+    Firth and ML estimates agree (the penalty is :math:`O(1)` against a log-likelihood of order :math:`n`).
+
+    Wald and likelihood intervals are asymptotic; with fewer than 10 failures (or successes) per
+    coefficient (Peduzzi et al., 1996) the ``warning`` column says so. Runs are treated as independent:
+    no seed grouping is used (a seed effect on failure is not modelled), so runs that share a seed across
+    cells make the intervals optimistic if some seeds fail more than others.
 
     Missing data: runs with a missing ``failed`` flag are dropped (listwise deletion).
 
@@ -202,18 +437,19 @@ def failure_model(
     .. [2] Konis, K. (2007). *Linear programming algorithms for detecting separated data in binary
        logistic regression models* (DPhil thesis). University of Oxford.
     .. [3] Firth, D. (1993). Bias reduction of maximum likelihood estimates. *Biometrika*, 80(1), 27–38.
-    .. [4] Peduzzi, P., Concato, J., Kemper, E., Holford, T. R., & Feinstein, A. R. (1996). A simulation
+    .. [4] Heinze, G., & Schemper, M. (2002). A solution to the problem of separation in logistic
+       regression. *Statistics in Medicine*, 21(16), 2409–2419.
+    .. [5] Peduzzi, P., Concato, J., Kemper, E., Holford, T. R., & Feinstein, A. R. (1996). A simulation
        study of the number of events per variable in logistic regression analysis. *Journal of
        Clinical Epidemiology*, 49(12), 1373–1379.
     """
-    import statsmodels.api as sm
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
-
     level = check_confidence(confidence, "failure_model")
     if on_separation not in ("raise", "nan"):
         raise ModelFitError(
             f"failure_model: `on_separation` must be 'raise' or 'nan', but got on_separation={on_separation!r}."
         )
+    if method not in ("firth", "ml"):
+        raise ModelFitError(f"failure_model: `method` must be 'firth' or 'ml', but got method={method!r}.")
     frame = _failure_frame(data, task, single_task=True, caller="failure_model", extra=["n_layers"])
     name = require_single_task(frame)
     y = frame["failed"].to_numpy(dtype=float)
@@ -225,29 +461,11 @@ def failure_model(
             f"({n_failed} of {n} grid runs of task {name!r}); the failure rate is "
             f"{n_failed / n:.0%} everywhere: report failure_rates (Wilson intervals) instead."
         )
-    if (frame["n_layers"] <= 0).any():
-        raise ModelFitError(
-            f"failure_model: `n_layers` must be > 0, but got n_layers={int(frame['n_layers'].min())}; "
-            "it is the number of transformer blocks of the model."
-        )
-
-    log_size = np.log2(frame["train_size"].to_numpy(dtype=float))
-    centre = float(np.mean(np.unique(log_size)))
-    s = log_size - centre
-    f = np.maximum(frame["frozen_layers"].to_numpy(dtype=float), 0.0) / frame["n_layers"].to_numpy(dtype=float)
-    design = np.column_stack([np.ones(n), s, f, s * f])
-    n_sizes, n_fractions = np.unique(s).size, np.unique(f).size
-    if n_sizes < 2 or n_fractions < 2 or np.linalg.matrix_rank(design) < design.shape[1]:
-        raise ModelFitError(
-            f"failure_model: the model with an interaction needs at least 2 distinct training sizes and 2 distinct "
-            f"frozen fractions, but got {n_sizes} size(s) and {n_fractions} fraction(s) (task {name!r}); "
-            "use failure_rates for a single row or column of the grid."
-        )
-    at_size = float(2.0**centre)
+    design, at_size = _failure_design(frame, name)
 
     notes: list[str] = []
     separation = _separation(design, y)
-    if separation is not None:
+    if separation is not None and method == "ml":
         message = (
             f"{separation} in task {name!r}: the maximum-likelihood estimates do not exist (they diverge), so no "
             "coefficients, standard errors or p-values are reported; compare cells with failure_rates instead"
@@ -255,22 +473,63 @@ def failure_model(
         if on_separation == "raise":
             raise ModelFitError(
                 f"failure_model: a logistic fit needs overlapping failed and healthy runs, but found {message} "
-                "(or pass on_separation='nan' to get NaN rows)."
+                "(or pass on_separation='nan' to get NaN rows, or method='firth' for finite estimates)."
             )
         out = pd.DataFrame({"term": TERMS})
-        for column in MODEL_COLUMNS[1:-2]:
+        for column in MODEL_COLUMNS[1:-3]:
             out[column] = np.nan
         out["at_train_size"] = at_size
+        out["method"] = method
         out["warning"] = message
         return out[MODEL_COLUMNS]
+    if separation is not None:
+        notes.append(
+            f"{separation} in task {name!r}: maximum-likelihood estimates do not exist; Firth's penalised estimates "
+            "are finite, but in the separated direction they are set by the penalty, so read the profile interval "
+            "rather than the point estimate"
+        )
 
     events = min(n_failed, n - n_failed)
     if events < _MIN_EVENTS_PER_TERM * design.shape[1]:
         notes.append(
             f"only {events} {'failures' if n_failed <= n - n_failed else 'healthy runs'} for {design.shape[1]} "
-            f"coefficients (fewer than {_MIN_EVENTS_PER_TERM} per coefficient): Wald intervals and p-values "
-            "may be inaccurate"
+            f"coefficients (fewer than {_MIN_EVENTS_PER_TERM} per coefficient): "
+            + ("intervals and p-values" if method == "firth" else "Wald intervals and p-values")
+            + " may be inaccurate"
         )
+    fit = _firth_table(design, y, level, notes) if method == "firth" else _ml_table(design, y, level, name, notes)
+    out = fit.assign(term=TERMS, at_train_size=at_size, method=method, warning="; ".join(dict.fromkeys(notes)))
+    out["odds_ratio"] = np.exp(out["estimate"])
+    return out[MODEL_COLUMNS]
+
+
+def _failure_design(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, float]:
+    """The design ``[1, s, f, s f]`` of :func:`failure_model` and the size ``2^c`` at which ``s = 0``."""
+    if (frame["n_layers"] <= 0).any():
+        raise ModelFitError(
+            f"failure_model: `n_layers` must be > 0, but got n_layers={int(frame['n_layers'].min())}; "
+            "it is the number of transformer blocks of the model."
+        )
+    log_size = np.log2(frame["train_size"].to_numpy(dtype=float))
+    centre = float(np.mean(np.unique(log_size)))
+    s = log_size - centre
+    f = np.maximum(frame["frozen_layers"].to_numpy(dtype=float), 0.0) / frame["n_layers"].to_numpy(dtype=float)
+    design = np.column_stack([np.ones(len(frame)), s, f, s * f])
+    n_sizes, n_fractions = np.unique(s).size, np.unique(f).size
+    if n_sizes < 2 or n_fractions < 2 or np.linalg.matrix_rank(design) < design.shape[1]:
+        raise ModelFitError(
+            f"failure_model: the model with an interaction needs at least 2 distinct training sizes and 2 distinct "
+            f"frozen fractions, but got {n_sizes} size(s) and {n_fractions} fraction(s) (task {name!r}); "
+            "use failure_rates for a single row or column of the grid."
+        )
+    return design, float(2.0**centre)
+
+
+def _ml_table(design: np.ndarray, y: np.ndarray, level: float, name: str, notes: list[str]) -> pd.DataFrame:
+    """Maximum-likelihood fit (statsmodels GLM) with Wald statistics; appends statsmodels' warnings to ``notes``."""
+    import statsmodels.api as sm
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -280,25 +539,169 @@ def failure_model(
     for item in caught:
         if issubclass(item.category, (ConvergenceWarning, PerfectSeparationWarning, RuntimeWarning)):
             notes.append(f"statsmodels: {str(item.message).strip()}")
-
-    params = np.asarray(result.params, dtype=float)
-    se = np.asarray(result.bse, dtype=float)
     bounds = np.asarray(result.conf_int(alpha=1.0 - level), dtype=float)
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {
-            "term": TERMS,
-            "estimate": params,
-            "se": se,
+            "estimate": np.asarray(result.params, dtype=float),
+            "se": np.asarray(result.bse, dtype=float),
             "ci_low": bounds[:, 0],
             "ci_high": bounds[:, 1],
             "z": np.asarray(result.tvalues, dtype=float),
             "p_val": np.asarray(result.pvalues, dtype=float),
-            "odds_ratio": np.exp(params),
-            "at_train_size": at_size,
-            "warning": "; ".join(dict.fromkeys(notes)),
         }
     )
-    return out[MODEL_COLUMNS]
+
+
+def _firth_table(design: np.ndarray, y: np.ndarray, level: float, notes: list[str]) -> pd.DataFrame:
+    """Firth fit with profile penalised-likelihood intervals and likelihood-ratio p values."""
+    fit = _firth(design, y)
+    if not fit.converged:
+        notes.append(f"Firth's iteration did not converge in {_FIRTH_MAX_ITER} steps")
+    se = np.sqrt(np.diag(fit.cov))
+    crit = float(stats.chi2.ppf(level, 1))
+    low, high, p_val = [], [], []
+    for j in range(design.shape[1]):
+        lo, hi = _profile_interval(design, y, fit, j, crit)
+        low.append(lo)
+        high.append(hi)
+        at_zero = _firth(design, y, fixed={j: 0.0}, start=fit.beta).penalised_loglik
+        p_val.append(float(stats.chi2.sf(max(2.0 * (fit.penalised_loglik - at_zero), 0.0), 1)))
+    return pd.DataFrame(
+        {"estimate": fit.beta, "se": se, "ci_low": low, "ci_high": high, "z": fit.beta / se, "p_val": p_val}
+    )
+
+
+@dataclass(frozen=True)
+class _FirthFit:
+    beta: np.ndarray
+    cov: np.ndarray  # inverse Fisher information I(beta)^{-1}
+    penalised_loglik: float
+    score: np.ndarray  # the modified score U*(beta) (all coefficients, fixed ones included)
+    iterations: int
+    converged: bool
+
+
+@dataclass(frozen=True)
+class _Point:
+    """Firth's objective at one ``beta``: penalised log-likelihood, modified score, information and its inverse."""
+
+    beta: np.ndarray
+    penalised: float
+    score: np.ndarray
+    information: np.ndarray
+    inverse: np.ndarray
+    p: np.ndarray
+
+
+def _firth_point(x: np.ndarray, y: np.ndarray, beta: np.ndarray) -> _Point:
+    r"""Penalised log-likelihood :math:`\ell + \frac12\log\det I` and the modified score :math:`U^*` at ``beta``."""
+    eta = x @ beta
+    p = special.expit(eta)
+    w = p * (1.0 - p)
+    information = x.T @ (x * w[:, None])
+    loglik = float(np.sum(y * eta - np.logaddexp(0.0, eta)))
+    try:
+        chol = np.linalg.cholesky(information)
+        penalised = loglik + float(np.sum(np.log(np.diag(chol))))  # 0.5 log det I
+        inverse = np.linalg.inv(information)
+    except np.linalg.LinAlgError:
+        penalised, inverse = -np.inf, np.linalg.pinv(information, hermitian=True)
+    hat = w * np.einsum("ij,jk,ik->i", x, inverse, x)
+    score = x.T @ (y - p + hat * (0.5 - p))
+    return _Point(beta, penalised, score, information, inverse, p)
+
+
+def _firth_hessian(x: np.ndarray, point: _Point) -> np.ndarray:
+    r"""Hessian of :math:`\ell^*`: :math:`-I + \frac12 \partial^2 \log\det I`, with :math:`Q = X I^{-1} X^\top`,
+
+    .. math:: \partial^2_{rs} \log\det I = \sum_i w''_i x_{ir} x_{is} Q_{ii}
+              - \sum_{i,k} w'_i x_{ir} Q_{ik}^2 w'_k x_{ks}
+
+    where :math:`w = p(1-p)`, :math:`w' = w(1-2p)`, :math:`w'' = w(1-2p)^2 - 2w^2` (derivatives in the linear
+    predictor). The double sum is computed without the :math:`n \times n` matrix :math:`Q`: with
+    :math:`z_i = x_i \otimes x_i`, :math:`Q_{ik}^2 = z_i^\top (I^{-1} \otimes I^{-1}) z_k`, so it is
+    :math:`(A^\top Z)(I^{-1} \otimes I^{-1})(Z^\top A)` with :math:`A = \operatorname{diag}(w') X`, linear in :math:`n`.
+    """
+    p = point.p
+    w = p * (1.0 - p)
+    w1 = w * (1.0 - 2.0 * p)
+    w2 = w * (1.0 - 2.0 * p) ** 2 - 2.0 * w * w
+    q_diag = np.einsum("ij,jk,ik->i", x, point.inverse, x)
+    second = (x * (w2 * q_diag)[:, None]).T @ x
+    z = np.einsum("ij,ik->ijk", x, x).reshape(len(x), -1)
+    az = (x * w1[:, None]).T @ z
+    second -= az @ np.kron(point.inverse, point.inverse) @ az.T
+    return -point.information + 0.5 * second
+
+
+def _firth(
+    x: np.ndarray, y: np.ndarray, *, fixed: dict[int, float] | None = None, start: np.ndarray | None = None
+) -> _FirthFit:
+    r"""Maximise Firth's penalised log-likelihood over the coefficients not in ``fixed``.
+
+    Each iteration takes a Newton step on :math:`\ell^*` (exact Hessian, :func:`_firth_hessian`) where that Hessian
+    is negative definite, else the modified-score step :math:`I^{-1}U^*` of Heinze & Schemper (2002); the step's
+    largest component is capped at 5 and the step is halved until :math:`\ell^*` does not decrease (logistf's
+    safeguards). Both steps have the same fixed point, :math:`U^*(\hat\beta) = 0`.
+    """
+    beta = np.zeros(x.shape[1]) if start is None else np.array(start, dtype=float)
+    fixed = fixed or {}
+    for j, value in fixed.items():
+        beta[j] = value
+    free = np.array([j not in fixed for j in range(x.shape[1])])
+    point = _firth_point(x, y, beta)
+    converged = not free.any()
+    iterations = 0
+    while not converged and iterations < _FIRTH_MAX_ITER:
+        iterations += 1
+        step = np.zeros_like(beta)
+        step[free] = _ascent_direction(x, point, free)
+        largest = np.max(np.abs(step))
+        if largest > _FIRTH_MAX_STEP:
+            step *= _FIRTH_MAX_STEP / largest
+        for _ in range(_FIRTH_HALVINGS):  # step halving while the penalised likelihood decreases
+            candidate = _firth_point(x, y, point.beta + step)
+            if candidate.penalised >= point.penalised - 1e-12:
+                break
+            step /= 2.0
+        else:
+            candidate = _firth_point(x, y, point.beta + step)
+        point = candidate
+        converged = np.max(np.abs(step)) < _FIRTH_XTOL and np.max(np.abs(point.score[free])) < _FIRTH_GTOL
+    return _FirthFit(point.beta, point.inverse, point.penalised, point.score, iterations, converged)
+
+
+def _ascent_direction(x: np.ndarray, point: _Point, free: np.ndarray) -> np.ndarray:
+    """Newton step on the free coefficients, or the modified-score (Fisher) step where the Hessian is not < 0."""
+    hessian = _firth_hessian(x, point)[np.ix_(free, free)]
+    try:
+        np.linalg.cholesky(-hessian)
+        return np.linalg.solve(-hessian, point.score[free])
+    except np.linalg.LinAlgError:
+        return np.linalg.solve(point.information[np.ix_(free, free)], point.score[free])
+
+
+def _profile_interval(x: np.ndarray, y: np.ndarray, fit: _FirthFit, j: int, crit: float) -> tuple[float, float]:
+    """Where the profile penalised log-likelihood of coefficient ``j`` has dropped by ``crit / 2``, on each side."""
+    best = fit.penalised_loglik
+    se = float(np.sqrt(fit.cov[j, j]))
+
+    def excess(value: float) -> float:
+        profile = _firth(x, y, fixed={j: value}, start=fit.beta).penalised_loglik
+        return 2.0 * (best - profile) - crit
+
+    bounds = []
+    for direction in (-1.0, 1.0):
+        near, distance = fit.beta[j], se
+        found = np.inf
+        for _ in range(_PROFILE_EXPANSIONS):
+            far = fit.beta[j] + direction * distance
+            if excess(far) > 0:
+                found = optimize.brentq(excess, min(near, far), max(near, far), xtol=1e-8)
+                break
+            near, distance = far, 2.0 * distance
+        bounds.append(found if np.isfinite(found) else direction * np.inf)
+    return bounds[0], bounds[1]
 
 
 def _failure_frame(
@@ -359,3 +762,111 @@ def _separation(design: np.ndarray, y: np.ndarray) -> str | None:
     if lp2.status == 0 and -lp2.fun > 1e-9:
         return "complete separation"
     return "quasi-complete separation"
+
+
+def _as_float(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _check_open_unit(value: float, name: str, caller: str) -> None:
+    if isinstance(value, bool) or not 0.0 < _as_float(value) < 1.0:
+        raise ModelFitError(f"{caller}: `{name}` must be in (0, 1), but got {name}={value!r}.")
+
+
+def _require(table: pd.DataFrame, columns: list[str]) -> None:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ModelFitError(
+            f"flag_failures: the results table must have the columns {missing}, but they are missing; tables "
+            "written before the runner stored per-checkpoint counts lack them (use the `failed` column instead)."
+        )
+
+
+def _majority_rates(table: pd.DataFrame, majority_rate: float | pd.Series | None) -> pd.Series:
+    """The majority-class accuracy of every row of ``table``, validated to lie in [0, 1]."""
+    if majority_rate is None:
+        rate = pd.to_numeric(table["majority_baseline"], errors="coerce").astype(float)
+        if "metric" in table.columns:
+            other = rate.notna() & table["metric"].notna() & (table["metric"].astype(str) != "accuracy")
+            if other.any():
+                metric = str(table.loc[other, "metric"].iloc[0])
+                raise ModelFitError(
+                    f"flag_failures: rule='binomial' needs the majority class's accuracy, but majority_baseline of "
+                    f"metric={metric!r} rows is that metric's score; pass majority_rate= or use "
+                    "rule='dominant_class'."
+                )
+    elif isinstance(majority_rate, pd.Series):
+        if not table.index.isin(majority_rate.index).all():
+            raise ModelFitError(
+                "flag_failures: `majority_rate` must have a value for every row of `table` (aligned on the index), "
+                "but some rows are missing from it."
+            )
+        rate = pd.to_numeric(majority_rate.reindex(table.index), errors="coerce").astype(float)
+    else:
+        rate = pd.Series(_as_float(majority_rate), index=table.index)
+        if rate.isna().any():
+            raise ModelFitError(f"flag_failures: `majority_rate` must be a number, but got {majority_rate!r}.")
+    bad = rate.notna() & ((rate < 0) | (rate > 1))
+    if bad.any():
+        raise ModelFitError(
+            f"flag_failures: the majority rate must be an accuracy in [0, 1], but got {float(rate[bad].iloc[0])!r}."
+        )
+    return rate
+
+
+def _binomial_failures(
+    table: pd.DataFrame, correct_col: str, n_col: str, alpha: float, majority_rate: float | pd.Series | None
+) -> pd.Series:
+    """Failed when ``binomtest(correct, n, rate, alternative="greater").pvalue >= alpha``; NA where unknown."""
+    correct = pd.to_numeric(table[correct_col], errors="coerce").astype(float)
+    total = pd.to_numeric(table[n_col], errors="coerce").astype(float)
+    rate = _majority_rates(table, majority_rate)
+    known = correct.notna() & total.notna() & rate.notna()
+    bad = known & (
+        (correct != np.round(correct)) | (total != np.round(total)) | (total < 1) | (correct < 0) | (correct > total)
+    )
+    if bad.any():
+        row = bad[bad].index[0]
+        raise ModelFitError(
+            f"flag_failures: `{correct_col}` must be a whole number of correct items in 0..{n_col}, but got "
+            f"{correct_col}={correct[row]!r} with {n_col}={total[row]!r} (row {row!r})."
+        )
+    flags = pd.Series(pd.NA, index=table.index, dtype="boolean")
+    cache: dict[tuple[int, int, float], bool] = {}
+    for row in known[known].index:
+        key = (int(correct[row]), int(total[row]), float(rate[row]))
+        if key not in cache:
+            cache[key] = bool(stats.binomtest(key[0], key[1], key[2], alternative="greater").pvalue >= alpha)
+        flags[row] = cache[key]
+    return flags
+
+
+def _aligned_flags(table: pd.DataFrame, failed: pd.Series | np.ndarray) -> pd.Series:
+    """``failed`` as a nullable boolean Series on ``table``'s index (a Series by index, anything else by position)."""
+    if isinstance(failed, pd.Series):
+        if not table.index.isin(failed.index).all():
+            raise ModelFitError(
+                "failure_summary: `failed` must have a flag for every row of `table` (a Series is aligned on the "
+                "index), but some rows of the table are missing from its index."
+            )
+        raw = failed.reindex(table.index)
+    else:
+        values = np.asarray(failed, dtype=object)
+        if values.ndim != 1 or len(values) != len(table):
+            raise ModelFitError(
+                f"failure_summary: `failed` must hold one flag per row of `table` ({len(table)} rows), but got "
+                f"shape {values.shape}."
+            )
+        raw = pd.Series(values, index=table.index)
+    known = raw.notna()
+    flags = raw[known].map(_as_flag)
+    if flags.isna().any():
+        value = raw[known][flags.isna()].iloc[0]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise ModelFitError(f"failure_summary: `failed` must be boolean (True/False), but got failed={value!r}.")
+    out = pd.Series(pd.NA, index=table.index, dtype="boolean")
+    out[known] = flags.astype(bool).to_numpy()
+    return out

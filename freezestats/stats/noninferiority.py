@@ -1,0 +1,543 @@
+r"""Non-inferiority of frozen depths to full fine-tuning, tested in fixed sequence from shallow to deep.
+
+The question a reviewer asks of a freezing study is not "does freezing change the score?" (a difference test
+that a small study fails to reject proves nothing) but "how much can be frozen *without losing more than m*?".
+That is a non-inferiority question: for depth :math:`k` at training size :math:`n`,
+
+.. math:: H_0: \mu_{kn} - \mu_{0n} \le -m \quad\text{against}\quad H_1: \mu_{kn} - \mu_{0n} > -m,
+
+one-sided, with the margin :math:`m` fixed before looking at the data (:func:`default_margin`). Freezing more
+layers can only be expected to cost more, so the depths form a natural order and are tested *in fixed
+sequence* from the shallowest to the deepest freeze, each at the full level :math:`\alpha`, stopping at the
+first depth not shown non-inferior (Maurer, Hothorn & Lehmacher 1995; Hsu & Berger 1999). The procedure
+controls the familywise error rate at :math:`\alpha` within a training size without any adjustment, and its
+answer is a single number per size: the deepest depth shown non-inferior, which every shallower depth
+then also is.
+
+Before any cost is stated the full model must be shown to have learned something: :func:`reference_beats_baseline`
+tests that the reference cell mean exceeds the majority-class baseline. It is the first hypothesis of the same
+fixed sequence (tested at :math:`\alpha`, before the depths), so the familywise error stays at :math:`\alpha`.
+:func:`noninferiority_answer` turns both tables into one sentence per training size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats.emm import _check_fit, contrasts_vs_reference, estimated_marginal_means
+from freezestats.stats.models import FixedEffectsFit
+
+__all__ = ["default_margin", "noninferiority_answer", "noninferiority_sequence", "reference_beats_baseline"]
+
+NONINFERIORITY_COLUMNS = [
+    "train_size",
+    "frozen_layers",
+    "reference",
+    "estimate",
+    "se",
+    "df",
+    "lower",
+    "margin",
+    "t",
+    "p_val",
+    "tested",
+    "noninferior",
+    "alpha",
+    "family",
+]
+BASELINE_COLUMNS = [
+    "train_size",
+    "reference",
+    "estimate",
+    "se",
+    "df",
+    "baseline",
+    "lower",
+    "t",
+    "p_val",
+    "beats_baseline",
+    "alpha",
+]
+ANSWER_COLUMNS = ["train_size", "deepest_noninferior", "margin", "beats_baseline", "statement"]
+
+_ACCURACY_LIKE = ("accuracy", "f1")
+_CORRELATION_LIKE = ("mcc", "pearson", "spearman")
+_ADJUST_ACROSS = ("none", "sizes")
+
+Baseline = float | Mapping[int, float] | pd.Series
+
+
+def default_margin(metric: str) -> float:
+    r"""The non-inferiority margin used when none is given: the largest loss still called negligible.
+
+    Parameters
+    ----------
+    metric
+        The task's metric: ``"accuracy"``, ``"f1"``, ``"mcc"``, ``"pearson"`` or ``"spearman"``.
+
+    Returns
+    -------
+    float
+        ``0.01`` (one point) for accuracy and F1; ``0.02`` (two points) for MCC, Pearson and Spearman.
+
+    Raises
+    ------
+    ModelFitError
+        An unknown ``metric``.
+
+    Notes
+    -----
+    *Why one point for accuracy-like metrics.* One accuracy point is the resolution at which GLUE results are
+    reported and compared, and about the item-level sampling SD of one run's accuracy on SST-2's validation set
+    (:math:`\sqrt{0.92 \cdot 0.08 / 872} \approx 0.009`): a smaller loss could not be told apart from the
+    choice of validation items.
+
+    *Why two points for correlation metrics.* The same item-level noise is about twice as large on a
+    correlation scale. For a balanced binary task whose errors are balanced across the two classes,
+    :math:`TP = TN = a N/2` and :math:`FP = FN = (1-a) N/2`, so
+
+    .. math:: \mathrm{MCC} = \frac{TP\cdot TN - FP\cdot FN}{\sqrt{(TP+FP)(TP+FN)(TN+FP)(TN+FN)}} = 2a - 1,
+
+    and a loss of one accuracy point is a loss of two MCC points (on SST-2, the sampling SD of 0.009 in
+    accuracy is 0.018 in MCC). MCC is the phi coefficient, i.e. Pearson's correlation of the binary prediction
+    with the binary label, so the same factor applies to Pearson / Spearman scored on binary outcomes. For a
+    continuous task such as STS-B the metric's own sampling SD is smaller
+    (:math:`(1 - r^2)/\sqrt{N} \approx (1 - 0.88^2)/\sqrt{1500} \approx 0.006`), so 0.02 is generous there:
+    it is a convention (the scale of two points), not a derivation, and a study should state its margin in its
+    protocol and pass it explicitly.
+
+    *Unordered factors.* The fixed-sequence procedure of :func:`noninferiority_sequence` relies on the
+    depths' natural order. For comparisons without one (optimizers, learning-rate schedules, tasks), use a
+    Holm or Dunnett adjustment over the family instead (:func:`freezestats.stats.contrasts_vs_reference`).
+    """
+    name = str(metric).strip().lower()
+    if name in _ACCURACY_LIKE:
+        return 0.01
+    if name in _CORRELATION_LIKE:
+        return 0.02
+    raise ModelFitError(
+        f"`metric` must be one of {[*_ACCURACY_LIKE, *_CORRELATION_LIKE]} to choose a default margin, but got "
+        f"metric={metric!r}; pass margin= explicitly."
+    )
+
+
+def noninferiority_sequence(
+    fit: FixedEffectsFit,
+    *,
+    margin: float,
+    reference: int = 0,
+    alpha: float = 0.05,
+    adjust_across: Literal["none", "sizes"] = "none",
+) -> pd.DataFrame:
+    r"""Which frozen depths lose less than ``margin`` against the reference, tested shallow to deep, per size.
+
+    Parameters
+    ----------
+    fit
+        A fitted model that :func:`freezestats.stats.contrasts_vs_reference` accepts (a
+        :class:`~freezestats.stats.MixedFit` from :func:`~freezestats.stats.fit_mixed`, or an
+        :class:`~freezestats.stats.OlsFit`).
+    margin
+        Non-inferiority margin on the response scale, > 0 (``0.01`` = one accuracy point); fix it before looking
+        at the data, e.g. with :func:`default_margin`.
+    reference
+        The depth every other depth is compared with; default 0 (full fine-tuning).
+    alpha
+        Level of every one-sided test in the sequence, in (0, 0.5).
+    adjust_across
+        ``"none"`` (default): each training size is its own family, tested at ``alpha``. ``"sizes"``: one claim
+        about all sizes at once; each size's sequence is run at ``alpha / n_sizes`` (Bonferroni).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (train_size, depth other than the reference), sorted by ``train_size`` then by the order of
+        the sequence (how much is frozen: ``0``, then ``-1`` (embeddings only), then ``1, 2, ...``), with columns
+
+        * ``train_size``, ``frozen_layers``, ``reference`` (int)
+        * ``estimate``: :math:`\hat\mu_k - \hat\mu_{ref}` at that size, from the model
+        * ``se``, ``df``: its standard error and the t degrees of freedom (``fit.contrast_df``)
+        * ``lower``: one-sided :math:`(1 - \alpha')` lower confidence bound ``estimate - t_{1-α', df} se``, with
+          :math:`\alpha'` the ``alpha`` column; the depth is non-inferior exactly when ``lower > -margin``
+        * ``margin``: :math:`m`
+        * ``t``: ``(estimate + margin) / se``
+        * ``p_val``: one-sided p value of :math:`H_0: \mu_k - \mu_{ref} \le -m`, upper tail of ``t``
+        * ``tested``: the depth was reached in the sequence (every shallower depth was shown non-inferior)
+        * ``noninferior``: ``tested`` and ``p_val < alpha``; a depth not reached is never claimed, whatever its
+          p value
+        * ``alpha``: the level each test of the size ran at (``alpha / n_sizes`` for ``"sizes"``)
+        * ``family``: the error-rate family in words
+
+    Raises
+    ------
+    ModelFitError
+        ``margin`` not > 0, ``alpha`` not in (0, 0.5), unknown ``adjust_across``, ``reference`` not a level of
+        the fit, or a fit without a fixed-effects covariance (a GLMM).
+
+    Notes
+    -----
+    Fixed-sequence testing (Maurer et al. 1995; Westfall & Krishen 2001): with hypotheses ordered
+    :math:`H_1, H_2, \dots` before seeing the data, test :math:`H_1` at :math:`\alpha`; only if it is rejected
+    test :math:`H_2` at :math:`\alpha`, and so on; stop at the first non-rejection. A false rejection needs the
+    first true null in the order to be rejected, which happens with probability at most :math:`\alpha`, so the
+    familywise error is at most :math:`\alpha` with no adjustment within the sequence. Hsu & Berger (1999)
+    show that this stepwise procedure is the closed-testing / intersection-union form of the
+    confidence-set statement ":math:`\mu_k - \mu_{ref} > -m` for every depth up to the first failure". Its power
+    comes from the order: freezing more layers is expected to cost more, so the depths most likely to pass are
+    tested first. A depth deeper than the first failure is never claimed even if its own test would pass (a
+    non-monotone curve is then reported as "not shown").
+
+    The sequence orders depths by how much they freeze (:math:`0 < -1 < 1 < 2 < \dots`: freezing the
+    embeddings only is the shallowest freeze); depths shallower than ``reference`` (when it is not 0) are
+    part of the same sequence. Factors without a natural order need Holm or Dunnett instead
+    (:func:`freezestats.stats.contrasts_vs_reference`).
+
+    ``adjust_across="sizes"`` answers "at every training size at once": the sizes' sequences are independent
+    families joined by Bonferroni, which is conservative but needs no assumption about how the sizes' tests
+    correlate (the seed intercept makes them positively dependent).
+
+    Estimates, standard errors and df are those of :func:`freezestats.stats.contrasts_vs_reference`
+    (``adjust="none"``); the test is emmeans' ``test(..., delta = m, side = "noninferiority")``.
+
+    References
+    ----------
+    Maurer, W., Hothorn, L. A. & Lehmacher, W. (1995). Multiple comparisons in drug clinical trials and
+    preclinical assays: a-priori ordered hypotheses. In *Biometrie in der chemisch-pharmazeutischen
+    Industrie* 6, 3-18.
+    Hsu, J. C. & Berger, R. L. (1999). Stepwise confidence intervals without multiplicity adjustment for
+    dose-response and toxicity studies. *JASA* 94(446), 468-482.
+    Westfall, P. H. & Krishen, A. (2001). Optimally weighted, fixed sequence and gatekeeper multiple testing
+    procedures. *J. Statist. Plann. Inference* 99(1), 25-40.
+    """
+    fit = _check_fit(fit, "noninferiority_sequence")
+    _check_margin(margin, "noninferiority_sequence")
+    _check_alpha(alpha, "noninferiority_sequence")
+    if adjust_across not in _ADJUST_ACROSS:
+        raise ModelFitError(
+            f"noninferiority_sequence: `adjust_across` must be one of {list(_ADJUST_ACROSS)}, but got "
+            f"adjust_across={adjust_across!r}."
+        )
+    table = contrasts_vs_reference(fit, reference=reference, adjust="none")
+    table = order_by_depth(table)
+    n_sizes = int(table["train_size"].nunique())
+    level = alpha / n_sizes if adjust_across == "sizes" else alpha
+    estimate = table["estimate"].to_numpy(dtype=float)
+    se = table["se"].to_numpy(dtype=float)
+    df = table["df"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_stat = (estimate + margin) / se
+    p_val = stats.t.sf(t_stat, df)
+    tested = fixed_sequence(table["train_size"].to_numpy(), p_val < level)
+    family = (
+        f"fixed sequence within each train size, each test at alpha={alpha:g}"
+        if adjust_across == "none"
+        else f"fixed sequence within each train size, Bonferroni over {n_sizes} sizes: each test at "
+        f"alpha/{n_sizes}={level:g}"
+    )
+    return table.assign(
+        lower=estimate - stats.t.ppf(1.0 - level, df) * se,
+        margin=float(margin),
+        t=t_stat,
+        p_val=p_val,
+        tested=tested,
+        noninferior=tested & (p_val < level),
+        alpha=level,
+        family=family,
+    )[NONINFERIORITY_COLUMNS]
+
+
+def reference_beats_baseline(
+    fit: FixedEffectsFit, baseline: Baseline, alpha: float = 0.05, *, reference: int = 0
+) -> pd.DataFrame:
+    r"""Per training size, a one-sided test that the reference depth scores above the majority-class baseline.
+
+    A cost of freezing is only meaningful relative to a model that learned something: if full fine-tuning is
+    not shown to beat the constant majority-class predictor at some size, "freezing k layers loses less than
+    one point" is true of a model that learned nothing. :func:`noninferiority_answer` states no cost there.
+
+    Parameters
+    ----------
+    fit
+        As for :func:`noninferiority_sequence`.
+    baseline
+        The majority-class baseline on the response scale: one number for every size, or a mapping / Series
+        ``{train_size: baseline}`` (the constant predictor is fitted on the training labels, so it can differ
+        by size), e.g. ``table.groupby("train_size")["majority_baseline"].mean()``.
+    alpha
+        Level of the one-sided test, in (0, 0.5). Use the same level as the sequence that follows (``alpha /
+        n_sizes`` when that sequence adjusts across sizes).
+    reference
+        The depth whose cell mean is tested; default 0 (full fine-tuning).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per training size, sorted, with columns
+
+        * ``train_size``, ``reference`` (int)
+        * ``estimate``, ``se``, ``df``: the reference cell's model-based mean
+          (:func:`freezestats.stats.estimated_marginal_means`)
+        * ``baseline``: :math:`b` at that size
+        * ``lower``: one-sided :math:`(1-\alpha)` lower confidence bound of the mean
+        * ``t``: ``(estimate - baseline) / se``
+        * ``p_val``: one-sided p value of :math:`H_0: \mu_{ref} \le b`
+        * ``beats_baseline``: ``p_val < alpha``
+        * ``alpha``: the level
+
+    Raises
+    ------
+    ModelFitError
+        ``alpha`` not in (0, 0.5), a ``baseline`` that is not finite or misses a training size of the fit,
+        ``reference`` not a level of the fit, or a fit without covariance.
+
+    Notes
+    -----
+    Tested first, before the depths, at the same level: the baseline test is a gatekeeper at the head of the
+    fixed sequence (Westfall & Krishen 2001), so the familywise error of "beats the baseline, and depths up to k
+    lose less than m" stays at :math:`\alpha`. The standard error of a cell mean includes the seed variance
+    (unlike a within-seed difference), so with few seeds this test has fewer degrees of freedom than the
+    contrasts.
+    """
+    fit = _check_fit(fit, "reference_beats_baseline")
+    _check_alpha(alpha, "reference_beats_baseline")
+    if reference not in fit.frozen_levels:
+        raise ModelFitError(
+            f"reference_beats_baseline: `reference` must be one of the frozen levels of the fit "
+            f"{sorted(fit.frozen_levels)}, but got reference={reference!r}."
+        )
+    means = estimated_marginal_means(fit)
+    means = means[means["frozen_layers"] == reference].sort_values("train_size", ignore_index=True)
+    sizes = means["train_size"].to_numpy()
+    base = baseline_by_size(baseline, sizes, "reference_beats_baseline")
+    estimate = means["emmean"].to_numpy(dtype=float)
+    se = means["se"].to_numpy(dtype=float)
+    df = means["df"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_stat = (estimate - base) / se
+    p_val = stats.t.sf(t_stat, df)
+    return pd.DataFrame(
+        {
+            "train_size": sizes.astype(np.int64),
+            "reference": int(reference),
+            "estimate": estimate,
+            "se": se,
+            "df": df,
+            "baseline": base,
+            "lower": estimate - stats.t.ppf(1.0 - alpha, df) * se,
+            "t": t_stat,
+            "p_val": p_val,
+            "beats_baseline": p_val < alpha,
+            "alpha": float(alpha),
+        }
+    )[BASELINE_COLUMNS]
+
+
+def noninferiority_answer(table: pd.DataFrame, baseline_check: pd.DataFrame | None) -> pd.DataFrame:
+    """The study's answer per training size, in one sentence: how deep can one freeze within the margin?
+
+    Parameters
+    ----------
+    table
+        The output of :func:`noninferiority_sequence`.
+    baseline_check
+        The output of :func:`reference_beats_baseline` for the same fit, or None to skip the check (then the
+        sentences are conditional on the full model having learned something, which they do not say).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per training size of ``table``, sorted, with columns
+
+        * ``train_size`` (int)
+        * ``deepest_noninferior``: the deepest depth shown non-inferior (an int), or None when none was, or when
+          the baseline check failed
+        * ``margin``: the margin of the tests
+        * ``beats_baseline``: the result of the baseline check (True when ``baseline_check`` is None)
+        * ``statement``: e.g. "freezing up to 4 layers is non-inferior to full fine-tuning within 1 point
+          (margin 0.01) at n = 1000", "no frozen depth was shown non-inferior ...", or, when the baseline check
+          failed, "full fine-tuning was not shown to beat the majority baseline (...) at n = 50; no cost is
+          stated"
+
+    Raises
+    ------
+    ModelFitError
+        ``table`` or ``baseline_check`` lacks its columns, or ``baseline_check`` misses a training size of
+        ``table``.
+
+    Notes
+    -----
+    Because the depths are tested in fixed sequence, "up to k" is literal: every shallower depth was shown
+    non-inferior too. "Not shown" is not "shown inferior": a depth that is not claimed may still be
+    non-inferior, and the study was too small to tell.
+    """
+    _require_columns(table, NONINFERIORITY_COLUMNS, "table", "noninferiority_sequence")
+    checks = None
+    if baseline_check is not None:
+        _require_columns(baseline_check, BASELINE_COLUMNS, "baseline_check", "reference_beats_baseline")
+        checks = baseline_check.set_index("train_size")
+    rows = []
+    for size, part in table.groupby("train_size", sort=True):
+        size = int(size)
+        margin = float(part["margin"].iloc[0])
+        reference = int(part["reference"].iloc[0])
+        check = _baseline_row(checks, size)
+        if check is not None and not bool(check["beats_baseline"]):
+            rows.append((size, None, margin, False, _no_baseline_statement(check, size, reference)))
+            continue
+        part = order_by_depth(part)
+        claimed = part[part["noninferior"].astype(bool)]
+        deepest = None if claimed.empty else int(claimed["frozen_layers"].iloc[-1])
+        statement = _answer_statement(deepest, part, size, margin, reference)
+        rows.append((size, deepest, margin, True, statement))
+    out = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
+    out["deepest_noninferior"] = out["deepest_noninferior"].astype(object)
+    out.loc[out["deepest_noninferior"].isna(), "deepest_noninferior"] = None
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Helpers shared with freezestats.stats.lee
+
+
+def depth_rank(frozen_layers: np.ndarray) -> np.ndarray:
+    """How much a depth freezes, for ordering: ``0 -> 0``, ``-1`` (embeddings only) ``-> 1``, ``k >= 1 -> k + 1``."""
+    k = np.asarray(frozen_layers, dtype=np.int64)
+    return np.where(k == 0, 0, np.where(k < 0, 1, k + 1))
+
+
+def order_by_depth(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows sorted by ``train_size``, then from the shallowest to the deepest freeze (the sequence's order)."""
+    rank = depth_rank(table["frozen_layers"].to_numpy())
+    order = np.lexsort((rank, table["train_size"].to_numpy()))
+    return table.iloc[order].reset_index(drop=True)
+
+
+def fixed_sequence(train_size: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """Whether each row is reached in its size's sequence: every earlier row of the size was rejected.
+
+    Rows must already be in sequence order within each size (:func:`order_by_depth`).
+    """
+    sizes = np.asarray(train_size)
+    rejected = np.asarray(rejected, dtype=bool)
+    reached = np.zeros(len(sizes), dtype=bool)
+    for size in pd.unique(sizes):
+        index = np.flatnonzero(sizes == size)
+        passed = np.concatenate([[True], np.cumprod(rejected[index][:-1]).astype(bool)])
+        reached[index] = passed
+    return reached
+
+
+def baseline_by_size(baseline: Baseline | None, sizes: np.ndarray, caller: str) -> np.ndarray:
+    """The baseline of each entry of ``sizes``, from one number or a ``{train_size: baseline}`` mapping / Series."""
+    sizes = np.asarray(sizes)
+    if baseline is None:
+        return np.zeros(len(sizes))
+    if isinstance(baseline, (Mapping, pd.Series)):
+        lookup = {int(k): v for k, v in dict(baseline).items()}
+        missing = sorted({int(s) for s in sizes} - set(lookup))
+        if missing:
+            raise ModelFitError(
+                f"{caller}: `baseline` must give a value for every train size of the fit, but train_size {missing} "
+                f"is missing (given: {sorted(lookup)})."
+            )
+        values = np.array([_finite(lookup[int(s)], caller) for s in sizes], dtype=float)
+    else:
+        values = np.full(len(sizes), _finite(baseline, caller))
+    return values
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Private helpers
+
+
+def _finite(value: object, caller: str) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not np.isfinite(number):
+        raise ModelFitError(f"{caller}: `baseline` must be a finite number, but got baseline={value!r}.")
+    return number
+
+
+def _check_margin(margin: float, caller: str) -> None:
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, (int, float, np.integer, np.floating))
+        or not (np.isfinite(margin) and margin > 0)
+    ):
+        raise ModelFitError(
+            f"{caller}: `margin` must be a finite number > 0 (the largest loss still called negligible, on the "
+            f"response scale), but got margin={margin!r}."
+        )
+
+
+def _check_alpha(alpha: float, caller: str) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) or not (0 < alpha < 0.5):
+        raise ModelFitError(f"{caller}: `alpha` must be in (0, 0.5), but got alpha={alpha!r}.")
+
+
+def _require_columns(frame: object, columns: list[str], name: str, producer: str) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise ModelFitError(
+            f"noninferiority_answer: `{name}` must be the DataFrame from {producer}, but got {type(frame).__name__}."
+        )
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ModelFitError(
+            f"noninferiority_answer: `{name}` must have the columns of {producer}, but {missing} are missing."
+        )
+
+
+def _baseline_row(checks: pd.DataFrame | None, size: int) -> pd.Series | None:
+    if checks is None:
+        return None
+    if size not in checks.index:
+        raise ModelFitError(
+            f"noninferiority_answer: `baseline_check` must have a row for every train size of `table`, but "
+            f"train_size={size} is missing (present: {sorted(map(int, checks.index))})."
+        )
+    return checks.loc[size]
+
+
+def _reference_name(reference: int) -> str:
+    if reference == 0:
+        return "full fine-tuning"
+    return f"frozen_layers={reference}"
+
+
+def _points(margin: float) -> str:
+    points = 100.0 * margin
+    return f"{points:g} point{'' if points == 1 else 's'} (margin {margin:g})"
+
+
+def _depth_phrase(depth: int) -> str:
+    if depth < 0:
+        return "freezing the embeddings only"
+    return f"freezing up to {depth} layer{'' if depth == 1 else 's'}"
+
+
+def _answer_statement(deepest: int | None, part: pd.DataFrame, size: int, margin: float, reference: int) -> str:
+    against = _reference_name(reference)
+    if deepest is not None:
+        return f"{_depth_phrase(deepest)} is non-inferior to {against} within {_points(margin)} at n = {size}"
+    first = part.iloc[0]
+    return (
+        f"no frozen depth was shown non-inferior to {against} within {_points(margin)} at n = {size} (the first "
+        f"depth of the sequence, frozen_layers={int(first['frozen_layers'])}, has lower bound "
+        f"{float(first['lower']):.4f} against -{margin:g})"
+    )
+
+
+def _no_baseline_statement(check: pd.Series, size: int, reference: int) -> str:
+    return (
+        f"{_reference_name(reference)} was not shown to beat the majority baseline (mean {float(check['estimate']):.4f}"
+        f" vs baseline {float(check['baseline']):.4f}, one-sided p = {float(check['p_val']):.2g}) at n = {size}; "
+        "no cost is stated"
+    )
