@@ -17,8 +17,15 @@ import pandas as pd
 import pytest
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats import contrasts_vs_reference, estimated_marginal_means, fit_mixed, simulate_results
+from freezestats.stats import (
+    contrasts_vs_reference,
+    estimated_marginal_means,
+    fit_mixed,
+    simulate_results,
+    true_cell_means,
+)
 from freezestats.stats._reml import Component, _Blocks, fit_components
+from freezestats.stats.simulate import blog_run_sds
 
 DATA = Path(__file__).parent / "data"
 R_PACKAGES = ("nlme", "emmeans", "lmerTest", "jsonlite")
@@ -176,3 +183,29 @@ def test_per_cell_variance_and_bad_option() -> None:
     assert sum(fit.variance_components["component"].str.startswith("residual:")) == 4
     with pytest.raises(ModelFitError, match="variance"):
         fit_mixed(table, variance="per_seed")
+
+
+def test_per_size_intervals_cover_where_the_pooled_ones_do_not() -> None:
+    """A small version of bench/coverage.py, scenario a: run SD 0.071 at n = 50 and 0.0044 at n = 1000."""
+    sds = blog_run_sds("sst2", per="size")
+    truth = true_cell_means(frozen_levels=(0, 2, 8), train_sizes=(50, 1000)).set_index(["frozen_layers", "train_size"])
+    covered: dict[str, list[pd.Series]] = {"per_size": [], "pooled": []}
+    width: dict[str, list[pd.Series]] = {"per_size": [], "pooled": []}
+    for i in range(60):
+        table = simulate_results(
+            frozen_levels=(0, 2, 8), train_sizes=(50, 1000), seed_sd=0.01, resid_sd=sds, rng=500 + i
+        )
+        for variance in covered:
+            con = contrasts_vs_reference(fit_mixed(table, variance=variance), adjust="none")
+            true = [
+                truth.loc[(k, n), "true_mean"] - truth.loc[(0, n), "true_mean"]
+                for k, n in zip(con["frozen_layers"], con["train_size"], strict=True)
+            ]
+            con["covered"] = (con["ci_low"] <= true) & (np.asarray(true) <= con["ci_high"])
+            covered[variance].append(con.set_index(["train_size", "frozen_layers"])["covered"])
+            width[variance].append(con.set_index(["train_size", "frozen_layers"])["ci_high"] - con["ci_low"].values)
+    rate = {v: pd.concat(c).groupby(level="train_size").mean() for v, c in covered.items()}
+    wide = {v: pd.concat(w).groupby(level="train_size").mean() for v, w in width.items()}
+    assert rate["per_size"].min() >= 0.85  # 120 intervals per size: 95% nominal, 2 MC SE ~ 0.04
+    assert rate["pooled"][50] < rate["per_size"][50] - 0.1  # too narrow where runs are unstable
+    assert wide["pooled"][1000] > 3 * wide["per_size"][1000]  # several times too wide where they are stable

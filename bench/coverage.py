@@ -1,0 +1,157 @@
+"""Do freezestats' 95% intervals cover 95%? Coverage of every frozen-vs-0 contrast on simulated blog-shaped studies.
+
+    python bench/coverage.py                      # 1000 studies per scenario (about 20 min on 2 cores)
+    python bench/coverage.py --n-studies 200 --scenarios a
+    python bench/coverage.py --from-json bench/results/coverage.json   # reprint a saved run
+
+Scenarios (SST-2 grid of the blog: frozen -1/0/2/4/8/10/12 x 50..1000 examples x 5 seeds, true cell means =
+the blog appendix's means, seed SD 0.01 and seed-by-size SD 0.005):
+
+* ``a``: the run-level SD differs by train size, the appendix's median SST-2 cell SD per size
+  (0.071 at 50 to 0.0044 at 1000);
+* ``b``: the run-level SD differs by cell, the appendix's SD of each cell (up to 9x apart within a size, 0 for
+  the collapsed frozen-12 cells at 500 and 1000), plus 5% of runs collapsed to the majority class (0.509).
+
+Methods: the default mixed model (``variance="per_size"``), ``per_cell``, the pooled model (one residual
+variance, the model before this bench existed), and the paired per-seed contrasts. Every interval is the
+per-comparison 95% t interval (no multiplicity adjustment), so its nominal coverage is 95%. The truth of a
+contrast in ``b`` is ``(1 - 0.05) * (mu_k - mu_0)``: collapse is independent of the cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.progress import Progress
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats import contrasts_vs_reference, fit_mixed, paired_contrasts, simulate_results, true_cell_means
+from freezestats.stats.simulate import blog_run_sds
+
+METHODS = ("per_size", "per_cell", "pooled", "paired")
+DEFAULT_METHODS = ("per_size", "pooled", "paired")  # per_cell: 16-70 s a fit with 35 variances; opt in
+FAIL_RATE = {"a": 0.0, "b": 0.05}
+SEED_SD, SEED_SIZE_SD = 0.01, 0.005
+
+
+def simulate(scenario: str, rng: int) -> pd.DataFrame:
+    """One blog-shaped SST-2 study of the scenario (see the module docstring)."""
+    sds = blog_run_sds("sst2", per="size" if scenario == "a" else "cell")
+    return simulate_results(
+        seed_sd=SEED_SD, seed_size_sd=SEED_SIZE_SD, resid_sd=sds, fail_rate=FAIL_RATE[scenario], rng=rng
+    )
+
+
+def truth(scenario: str) -> pd.DataFrame:
+    """The true frozen-minus-0 difference of every (frozen_layers, train_size), as the simulation generates it."""
+    means = true_cell_means(tasks=("sst2",)).set_index(["frozen_layers", "train_size"])["true_mean"]
+    reference = means.xs(0, level="frozen_layers")
+    diff = (means - reference.reindex(means.index, level="train_size")) * (1 - FAIL_RATE[scenario])
+    return diff.drop(index=0, level="frozen_layers").rename("truth").reset_index()
+
+
+def intervals(table: pd.DataFrame, method: str) -> pd.DataFrame:
+    """Per-comparison 95% intervals of each frozen-vs-0 contrast by one method."""
+    if method == "paired":
+        out = paired_contrasts(table, "best_dev", reference=0, adjust="none")
+    else:
+        out = contrasts_vs_reference(fit_mixed(table, "best_dev", variance=method), 0, adjust="none")
+    return out[["frozen_layers", "train_size", "ci_low", "ci_high"]]
+
+
+def run(scenarios: list[str], n_studies: int, methods: tuple[str, ...] = METHODS) -> dict:
+    hits: dict[tuple[str, str], list[pd.DataFrame]] = {}
+    errors: dict[str, int] = {}
+    started = time.perf_counter()
+    with Progress() as progress:
+        for scenario in scenarios:
+            target = truth(scenario)
+            task = progress.add_task(f"scenario {scenario}", total=n_studies)
+            for i in range(n_studies):
+                table = simulate(scenario, rng=10_000 * ord(scenario) + i)
+                for method in methods:
+                    try:
+                        ci = intervals(table, method).merge(target, on=["frozen_layers", "train_size"])
+                    except ModelFitError:
+                        errors[f"{scenario}/{method}"] = errors.get(f"{scenario}/{method}", 0) + 1
+                        continue
+                    ci["covered"] = (ci["ci_low"] <= ci["truth"]) & (ci["truth"] <= ci["ci_high"])
+                    hits.setdefault((scenario, method), []).append(ci)
+                progress.advance(task)
+    rows = []
+    for (scenario, method), frames in hits.items():
+        cells = pd.concat(frames).groupby(["frozen_layers", "train_size"])["covered"].agg(["mean", "count"])
+        for (frozen, size), row in cells.iterrows():
+            rows.append(
+                {
+                    "scenario": scenario,
+                    "method": method,
+                    "frozen_layers": int(frozen),
+                    "train_size": int(size),
+                    "coverage": float(row["mean"]),
+                    "n": int(row["count"]),
+                }
+            )
+    return {
+        "machine": f"{platform.node()}: {platform.processor() or platform.machine()}, python {sys.version.split()[0]}",
+        "n_studies": n_studies,
+        "seconds": time.perf_counter() - started,
+        "errors": errors,
+        "rows": rows,
+    }
+
+
+def report(result: dict) -> str:
+    rows = pd.DataFrame(result["rows"])
+    lines = [f"bench/coverage.py: {result['n_studies']} studies per scenario, {result['seconds']:.0f} s"]
+    lines.append(f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}")
+    for scenario, part in rows.groupby("scenario"):
+        mc = 1.96 * np.sqrt(0.95 * 0.05 / result["n_studies"])
+        lines.append(f"\nscenario {scenario}: coverage of nominal 95% intervals (MC 95% band +-{mc:.3f})")
+        by_size = part.pivot_table(index="method", columns="train_size", values="coverage", aggfunc=["min", "mean"])
+        lines.append("  min / mean over the 6 contrasts at each train size")
+        for method in [m for m in METHODS if m in by_size.index]:
+            cells = "  ".join(
+                f"{by_size.loc[method, ('min', n)]:.3f}/{by_size.loc[method, ('mean', n)]:.3f}"
+                for n in sorted(part["train_size"].unique())
+            )
+            lines.append(f"  {method:9s} {cells}")
+        low = part[part["coverage"] < 0.90]
+        if len(low):
+            lines.append("  contrasts below 90%:")
+            for _, row in low.sort_values(["method", "train_size", "frozen_layers"]).iterrows():
+                lines.append(
+                    f"    {row['method']:9s} frozen {row['frozen_layers']:>3} at n={row['train_size']:<5} "
+                    f"{row['coverage']:.3f}"
+                )
+        else:
+            lines.append("  no contrast below 90%")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-studies", type=int, default=1000)
+    parser.add_argument("--scenarios", default="a,b")
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help=f"any of {', '.join(METHODS)}")
+    parser.add_argument("--output", default="bench/results/coverage.json")
+    parser.add_argument("--from-json", help="reprint a saved run")
+    args = parser.parse_args()
+    if args.from_json:
+        print(report(json.loads(Path(args.from_json).read_text())))
+        return
+    result = run(args.scenarios.split(","), args.n_studies, tuple(args.methods.split(",")))
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(result, indent=1))
+    print(report(result))
+
+
+if __name__ == "__main__":
+    main()
