@@ -12,10 +12,10 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats._checks import prepare
+from freezestats.stats._multitest import adjust_p
 
 __all__ = ["paired_contrasts"]
 
@@ -99,12 +99,7 @@ def paired_contrasts(
                 row.update(se=np.nan, df=np.nan, ci_low=np.nan, ci_high=np.nan, t=np.nan, p_val=np.nan)
             family.append(row)
         p = np.array([r["p_val"] for r in family], dtype=float)
-        ok = ~np.isnan(p)
-        p_adj = np.full_like(p, np.nan)
-        if adjust == "none":
-            p_adj = p
-        elif ok.any():
-            p_adj[ok] = multipletests(p[ok], method=adjust)[1]
+        p_adj = adjust_p(p, adjust)
         for r, q in zip(family, p_adj, strict=True):
             r.update(p_adj=float(q), adjust=adjust)
         rows.extend(family)

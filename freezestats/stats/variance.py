@@ -16,6 +16,7 @@ from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats._checks import CELL, check_confidence, prepare
+from freezestats.stats._multitest import holm
 
 __all__ = ["cell_summary", "seed_spread", "spread_test"]
 
@@ -273,22 +274,7 @@ def spread_test(data: pd.DataFrame, response: str, task: str | None = None, by: 
             f"{_MIN_GROUP} runs each, but the largest number of such levels is {int(out['n_groups'].max())}; "
             "run more seeds (grid.seeds)."
         )
-    out["p_holm"] = _holm(out["p_val"].to_numpy(dtype=float))
+    out["p_holm"] = holm(out["p_val"].to_numpy(dtype=float))
     out["n_groups"] = out["n_groups"].astype(np.int64)
     out["n"] = out["n"].astype(np.int64)
     return out[[stratum, *_TEST_STATS]]
-
-
-def _holm(p: np.ndarray) -> np.ndarray:
-    """Holm step-down adjusted p-values; NaN entries stay NaN and do not count as tests."""
-    adjusted = np.full(p.shape, np.nan)
-    finite = np.flatnonzero(np.isfinite(p))
-    m = finite.size
-    if m == 0:
-        return adjusted
-    order = finite[np.argsort(p[finite], kind="stable")]
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[index]))
-        adjusted[index] = running
-    return adjusted
