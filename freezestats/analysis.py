@@ -118,6 +118,7 @@ def analyze(
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time."""
     from freezestats import stats
+    from freezestats.stats._checks import normalize_results
     from freezestats.stats.failures import failure_model, failure_rates
     from freezestats.stats.lee import operating_point, relative_scores
     from freezestats.stats.paired import paired_contrasts
@@ -135,10 +136,14 @@ def analyze(
         raise ModelFitError(f"`--margin` must be > 0, but got {margin}.")
     if data is None or len(data) == 0:
         raise ModelFitError("The results table is empty: run the study first (freezestats run).")
-    missing = [c for c in ("task", "frozen_layers", "train_size", "seed", response) if c not in data.columns]
+    missing = [c for c in ("task", "frozen_layers", "train_size", "seed", response, "failed") if c not in data.columns]
     if missing:
-        raise ModelFitError(f"The results table lacks column(s) {missing}; is it a freezestats export?")
-    grid = data[data["role"] == "grid"] if "role" in data.columns else data
+        raise ModelFitError(
+            f"The results table lacks column(s) {missing}, which every analysis needs; is it a freezestats export "
+            "(`freezestats export`), or a table with those columns (one row per run)?"
+        )
+    data = normalize_results(data)
+    grid = data[data["role"] == "grid"]
     available = sorted(grid["task"].unique())
     tasks = tasks or available
     unknown = [t for t in tasks if t not in available]

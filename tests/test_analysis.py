@@ -190,3 +190,17 @@ def test_unequal_cell_variances_are_flagged() -> None:
     assert any("spread of runs differs across cells" in w for w in analysis.warnings)
     calm = analyze(simulate_results(frozen_levels=(0, 2), train_sizes=(50, 100), seeds=8, rng=6), n_boot=50)
     assert not any("spread of runs differs" in w for w in calm.warnings)
+
+
+def test_a_table_from_elsewhere_without_role_and_with_upper_case_state() -> None:
+    from freezestats.stats import simulate_results
+
+    table = simulate_results(frozen_levels=(0, 2), train_sizes=(50, 200), rng=4)
+    ours = analyze(table, n_boot=50)
+    foreign = table.drop(columns=["role"]).assign(state="COMPLETE")
+    theirs = analyze(foreign, n_boot=50)
+    pd.testing.assert_frame_equal(theirs.tables["contrasts"], ours.tables["contrasts"])
+    with pytest.raises(ModelFitError) as err:
+        analyze(table.drop(columns=["seed", "failed"]))
+    message = str(err.value)
+    assert "\n" not in message and message.count("seed") == 1 and "'failed'" in message

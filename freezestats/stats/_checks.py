@@ -45,6 +45,17 @@ KNOWN_RESPONSES = ("best_dev", "final_dev", "heldout")
 """Per-run responses every results table has (tables may add ``final_<metric>`` columns)."""
 
 
+def normalize_results(data: pd.DataFrame) -> pd.DataFrame:
+    """A results table from elsewhere, read as freezestats writes one: no ``role`` column means every row is a
+    grid run, and ``state`` is compared in lower case (``COMPLETE`` as Optuna spells it is ``complete``)."""
+    if "role" in data.columns and ("state" not in data.columns or data["state"].dtype != object):
+        return data
+    out = data.copy() if "role" in data.columns else data.assign(role="grid")
+    if "state" in out.columns:
+        out["state"] = out["state"].astype("string").str.lower()
+    return out
+
+
 def prepare(
     data: pd.DataFrame,
     *,
@@ -91,6 +102,7 @@ def prepare(
             f"{caller}: the results table must have at least one row, but it is empty (0 rows); "
             "export a study with completed trials (`freezestats export`) first."
         )
+    data = normalize_results(data)
     needed = ["role", *columns]
     if response is not None:
         needed.append(response)

@@ -15,6 +15,7 @@ import patsy
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats._checks import normalize_results
 
 RESPONSES: tuple[str, ...] = ("best_dev", "final_dev", "heldout")
 """The per-run responses a model can be fitted to."""
@@ -158,7 +159,7 @@ def _prepare(
             f"the results table must have the columns {required}, but {missing} are missing "
             f"(columns present: {list(data.columns)}); pass the table from `freezestats results`."
         )
-    frame = data
+    frame = normalize_results(data)
     if "role" in frame.columns:
         frame = frame[frame["role"] == "grid"]
     if "state" in frame.columns:

@@ -16,6 +16,7 @@ import statsmodels.formula.api as smf
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats._checks import normalize_results
 
 __all__ = ["PooledFit", "fit_pooled", "task_interaction_test"]
 
@@ -42,7 +43,10 @@ def _prepare(data: pd.DataFrame, response: str, include_failed: bool) -> pd.Data
     missing = [c for c in needed if c not in data.columns]
     if missing:
         raise ModelFitError(f"The results table lacks column(s) {missing}.")
-    frame = data[data["role"] == "grid"] if "role" in data.columns else data
+    data = normalize_results(data)
+    frame = data[data["role"] == "grid"]
+    if "state" in frame.columns:
+        frame = frame[frame["state"] == "complete"]
     if not include_failed and "failed" in frame.columns:
         frame = frame[~frame["failed"].astype(bool)]
     frame = frame.dropna(subset=[response])
