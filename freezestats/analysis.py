@@ -106,7 +106,7 @@ def analyze(
     data: pd.DataFrame,
     *,
     model: str = "mixed",
-    response: str = "best_dev",
+    response: str = "heldout",
     variance: str = "per_size",
     tasks: list[str] | None = None,
     reference: int = 0,
@@ -115,6 +115,7 @@ def analyze(
     delta: float | None = None,
     n_boot: int = 2000,
     pooled: bool = False,
+    adjust_across: str = "none",
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time."""
     from freezestats import stats
@@ -134,6 +135,8 @@ def analyze(
         raise ModelFitError(f"`--variance` must be one of {list(VARIANCES)}, but got {variance!r}.")
     if margin is not None and not (math.isfinite(margin) and margin > 0):
         raise ModelFitError(f"`--margin` must be > 0, but got {margin}.")
+    if adjust_across not in ("none", "sizes"):
+        raise ModelFitError(f"`--adjust-across` must be 'none' or 'sizes', but got {adjust_across!r}.")
     if data is None or len(data) == 0:
         raise ModelFitError("The results table is empty: run the study first (freezestats run).")
     missing = [c for c in ("task", "frozen_layers", "train_size", "seed", response, "failed") if c not in data.columns]
@@ -158,6 +161,8 @@ def analyze(
             "reference": reference,
             "margin": margin,
             "adjust": adjust,
+            "adjust_across": adjust_across,
+            "margins": {},
             "delta": delta or margin or 0.02,
             "tasks": tasks,
             "n_runs": len(grid),
@@ -185,7 +190,8 @@ def analyze(
         attempt(
             "operating_point", task, lambda one=one: operating_point(one, response, reference=reference, n_boot=n_boot)
         )
-        attempt("reference_comparison", task, lambda one=one: compare_with_reference(one, response=response))
+        # The side-by-side with the blog uses the blog's own number, best_dev, whatever the analysed metric.
+        attempt("reference_comparison", task, lambda one=one: compare_with_reference(one, response="best_dev"))
         attempt("paired_contrasts", task, lambda one=one: paired_contrasts(one, response, reference=reference))
         for fit_name, include_failed in (("all_runs", True), ("without_failed", False)):
             labels = {"fit": fit_name}
@@ -199,12 +205,15 @@ def analyze(
             result.warnings.extend(f"{task}: {model} ({fit_name}): {w}" for w in fit.diagnostics.warnings)
             if hasattr(fit, "variance_components"):
                 result.add("variance_components", task, fit.variance_components, **labels)
-            if model == "glmm":
+            if model == "glmm":  # its EMMs are logits; what a reader wants is the marginal accuracy
+                attempt("marginal_accuracy", task, lambda fit=fit: stats.marginal_accuracy(fit), **labels)
                 continue
             attempt("emmeans", task, lambda fit=fit: stats.estimated_marginal_means(fit), **labels)
             attempt("contrasts", task, lambda fit=fit: stats.contrasts_vs_reference(fit, reference, adjust), **labels)
             if margin is not None:
                 attempt("equivalence", task, lambda fit=fit: stats.equivalence_tests(fit, margin, reference), **labels)
+            if fit_name == "all_runs":
+                _answer_as_tests(result, attempt, fit, one, task, reference, margin, adjust_across)
             if model == "mixed" and fit_name == "all_runs":
                 attempt("power", task, lambda fit=fit: power_by_simulation(fit, result.settings["delta"], n_sim=1000))
                 if "power" in result.tables:
@@ -213,17 +222,7 @@ def analyze(
         if model in ("mixed", "ols"):
             attempt("interaction_test", task, lambda one=one: stats.interaction_test(one, response))
             attempt("variance_homogeneity", task, lambda one=one: variance_homogeneity(one, response))
-            vh = result.tables.get("variance_homogeneity")
-            if vh is not None and (vh["task"] == task).any():
-                row = vh[vh["task"] == task].iloc[-1]
-                if row["p_val"] < 0.05:
-                    result.warnings.append(
-                        f"{task}: the spread of runs differs across cells (Brown–Forsythe p={row['p_val']:.2g}; "
-                        f"cell SDs {row['min_sd']:.3g}..{row['max_sd']:.3g}); the {model} model pools one residual "
-                        "variance, so "
-                        "its intervals are too wide for stable cells and too narrow for unstable ones: compare with "
-                        "paired_contrasts, which use each contrast's own per-seed differences"
-                    )
+            _warn_unequal_spread(result, task, model, variance)
     if pooled:
         from freezestats.stats.pooled import fit_pooled, task_interaction_test
 
@@ -239,6 +238,80 @@ def analyze(
     if not any(name in result.tables for name in ("fixed_effects",)):
         raise ModelFitError("No model could be fitted: " + " | ".join(result.warnings))
     return result
+
+
+def _warn_unequal_spread(result: Analysis, task: str, model: str, variance: str) -> None:
+    """Say where the runs' spread breaks the variance structure the model assumes.
+
+    The per-size model allows every train size its own variance, so what breaks it is a spread that differs
+    across frozen levels *within* a size (``spread_test``, Holm over sizes). The pooled and OLS models assume one
+    variance for every cell (``variance_homogeneity`` over all cells).
+    """
+    advice = "compare with paired_contrasts, which use each contrast's own per-seed differences"
+    if model == "mixed" and variance == "per_size":
+        spread = result.tables.get("spread_test")
+        if spread is None:
+            return
+        rows = spread[(spread["task"] == task) & (spread["p_holm"] < 0.05)]
+        for row in rows.itertuples():
+            result.warnings.append(
+                f"{task}: the spread of runs differs across cells within n = {int(row.train_size)} (Brown–Forsythe "
+                f"across frozen levels, Holm p={row.p_holm:.2g}); the model assumes one residual variance per "
+                f"train size, so its intervals there are too wide for the stable cells and too narrow for the "
+                f"unstable ones: {advice}"
+            )
+        return
+    vh = result.tables.get("variance_homogeneity")
+    if vh is None or not (vh["task"] == task).any():
+        return
+    row = vh[vh["task"] == task].iloc[-1]
+    if row["p_val"] < 0.05:
+        result.warnings.append(
+            f"{task}: the spread of runs differs across cells (Brown–Forsythe p={row['p_val']:.2g}; cell SDs "
+            f"{row['min_sd']:.3g}..{row['max_sd']:.3g}); the {model} model assumes one residual variance for all "
+            f"runs, so its intervals are too wide for stable cells and too narrow for unstable ones: {advice}"
+        )
+
+
+def _answer_as_tests(
+    result: Analysis,
+    attempt: Callable[..., None],
+    fit: Any,
+    runs: pd.DataFrame,
+    task: str,
+    reference: int,
+    margin: float | None,
+    adjust_across: str,
+) -> None:
+    """The headline answer as tests: non-inferiority in fixed sequence shallow to deep (after checking that the
+    reference beats the majority baseline), and Lee et al.'s 90% criterion as a linear test."""
+    from freezestats import stats
+
+    metric = str(runs["metric"].mode().iloc[0]) if "metric" in runs.columns and runs["metric"].notna().any() else ""
+    used = margin if margin is not None else stats.default_margin(metric or "accuracy")
+    result.settings["margins"][task] = used
+    n_sizes = runs["train_size"].nunique()
+    alpha = 0.05 / n_sizes if adjust_across == "sizes" else 0.05
+    baseline = None
+    if "majority_baseline" in runs.columns and runs["majority_baseline"].notna().all():
+        baseline = runs.groupby("train_size")["majority_baseline"].mean()
+    attempt(
+        "noninferiority",
+        task,
+        lambda: stats.noninferiority_sequence(fit, margin=used, reference=reference, adjust_across=adjust_across),
+    )
+    check = None
+    if baseline is not None:
+        attempt(
+            "baseline_check", task, lambda: stats.reference_beats_baseline(fit, baseline, alpha, reference=reference)
+        )
+        table = result.tables.get("baseline_check")
+        check = table[table["task"] == task].drop(columns="task") if table is not None else None
+    sequence = result.tables.get("noninferiority")
+    if sequence is not None and (sequence["task"] == task).any():
+        mine = sequence[sequence["task"] == task].drop(columns="task")
+        attempt("answer", task, lambda: stats.noninferiority_answer(mine, check))
+    attempt("lee_tests", task, lambda: stats.lee_ratio_tests(fit, ratio=0.9, reference=reference))
 
 
 def variance_homogeneity(data: pd.DataFrame, response: str) -> pd.DataFrame:
@@ -285,7 +358,8 @@ def _fit(model: str, data: pd.DataFrame, response: str, include_failed: bool, va
         return stats.fit_mixed(data, response, include_failed=include_failed, variance=variance)
     if model == "ols":
         return stats.fit_ols(data, response, include_failed=include_failed)
-    return stats.fit_glmm(data, include_failed=include_failed)
+    run_variance = "pooled" if variance == "pooled" else "per_size"
+    return stats.fit_glmm(data, response, include_failed=include_failed, run_variance=run_variance)
 
 
 def _diagnostics_table(fit: Any, model: str) -> pd.DataFrame:
@@ -370,8 +444,17 @@ def summary_lines(analysis: Analysis) -> list[str]:
         f"{s['response']}: {s['response_note']}."
     ]
     contrasts = analysis.tables.get("contrasts")
+    answers = analysis.tables.get("answer")
     for task in s["tasks"]:
         lines.append(f"[{task}]")
+        if answers is not None and (answers["task"] == task).any():
+            family = "all train sizes (Bonferroni)" if s.get("adjust_across") == "sizes" else "each train size"
+            lines.append(
+                f"  answer (non-inferiority, margin {s['margins'].get(task)}, fixed sequence shallow to deep; "
+                f"family: {family}):"
+            )
+            lines.extend(f"    {statement}" for statement in answers.loc[answers["task"] == task, "statement"])
+            lines.append(f"  superiority contrasts ({s['adjust']}-adjusted within a size; not shown ≠ no cost):")
         if contrasts is not None:
             c = contrasts[(contrasts["task"] == task) & (contrasts["fit"] == "all_runs")]
             for size, group in c.groupby("train_size"):

@@ -1,7 +1,8 @@
 """Expand a study spec into cells: the units of work, each one fine-tuning run.
 
 A grid cell is (task, frozen_layers, train_size, subset_draw, seed) with the learning rate it runs at.
-With a learning-rate search, search cells add the candidate rate to that key. Cells are values: the
+With a learning-rate search, search cells add the candidate rate to that key; they run on the search
+seeds (``lr_search.seeds``, disjoint from the grid's unless ``lr_search.reuse``). Cells are values: the
 runner enqueues each one as an Optuna trial and recognises it again by :attr:`Cell.key`.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from freezestats.spec import FULL, StudySpec
 
-__all__ = ["Cell", "CellRole", "grid_cells", "resolve_train_size", "search_cells"]
+__all__ = ["Cell", "CellRole", "grid_cells", "resolve_train_size", "reusable_search_cell", "search_cells"]
 
 
 class CellRole(str, Enum):
@@ -65,23 +66,40 @@ def resolve_train_size(size: int | str, pool_size: int) -> int:
     return pool_size if size == FULL else int(size)
 
 
-def _combinations(spec: StudySpec, pool_sizes: Mapping[str, int], frozen: tuple[int, ...]) -> Iterator[tuple]:
+def _combinations(
+    spec: StudySpec, pool_sizes: Mapping[str, int], frozen: tuple[int, ...], seeds: tuple[int, ...]
+) -> Iterator[tuple]:
     for task, size, draw, k, seed in itertools.product(
-        spec.tasks, spec.grid.train_sizes, range(spec.grid.subset_draws), frozen, spec.grid.seeds
+        spec.tasks, spec.grid.train_sizes, range(spec.grid.subset_draws), frozen, seeds
     ):
         yield task, resolve_train_size(size, pool_sizes[task]), draw, k, seed
 
 
 def search_cells(spec: StudySpec, pool_sizes: Mapping[str, int]) -> list[Cell]:
-    """Cells of the learning-rate search: all rates on the full model (``full-model``) or in every cell."""
+    """Cells of the learning-rate search: all rates on the full model (``full-model``) or at every freeze
+    level (``per-cell``), for every task, train size and subset draw, on the search seeds."""
     if spec.lr_search.mode == "none":
         return []
     frozen = (0,) if spec.lr_search.mode == "full-model" else spec.grid.frozen_layers
     return [
         Cell(task, k, n, draw, seed, rate, CellRole.SEARCH)
-        for task, n, draw, k, seed in _combinations(spec, pool_sizes, frozen)
+        for task, n, draw, k, seed in _combinations(spec, pool_sizes, frozen, spec.lr_search.seeds)
         for rate in spec.lr_search.rates
     ]
+
+
+def reusable_search_cell(spec: StudySpec, cell: Cell) -> Cell | None:
+    """The search cell whose run ``cell`` (a grid cell) copies, or None: only with ``lr_search.reuse``.
+
+    Without ``reuse`` no grid cell is a copy: the search seeds differ from the grid seeds, and a run
+    chosen because it scored well would carry the winner's curse into the grid.
+    """
+    search = spec.lr_search
+    if not search.reuse or search.mode == "none" or (search.mode == "full-model" and cell.frozen_layers != 0):
+        return None
+    return Cell(
+        cell.task, cell.frozen_layers, cell.train_size, cell.subset_draw, cell.seed, cell.learning_rate, CellRole.SEARCH
+    )
 
 
 def grid_cells(
@@ -89,10 +107,10 @@ def grid_cells(
     pool_sizes: Mapping[str, int],
     chosen_rates: Mapping[tuple[str, int, int, int], float] | None = None,
 ) -> list[Cell]:
-    """The grid. With a search, ``chosen_rates`` maps :attr:`Cell.group` to its rate; groups not yet
-    decided are left out (their cells cannot run before their search finishes)."""
+    """The grid, on the grid seeds. With a search, ``chosen_rates`` maps :attr:`Cell.group` to its rate;
+    groups not yet decided are left out (their cells cannot run before their search finishes)."""
     cells = []
-    for task, n, draw, k, seed in _combinations(spec, pool_sizes, spec.grid.frozen_layers):
+    for task, n, draw, k, seed in _combinations(spec, pool_sizes, spec.grid.frozen_layers, spec.grid.seeds):
         if spec.lr_search.mode == "none":
             rate = spec.training.learning_rate
         else:

@@ -190,7 +190,11 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--results", help="a table written by `freezestats export` (.parquet or .csv)")
     parser.add_argument("--study-name", help="needed when the storage holds several studies")
     parser.add_argument("--model", default="mixed", help="mixed (default), glmm or ols")
-    parser.add_argument("--metric", default="best_dev", help="response: best_dev (default), final_dev, heldout")
+    parser.add_argument(
+        "--metric",
+        default="heldout",
+        help="response: heldout (default, no selection bias), final_dev, best_dev (the blog's, biased upward)",
+    )
     parser.add_argument(
         "--variance",
         default="per_size",
@@ -206,8 +210,15 @@ class _Analyze(_Command):
         _source_args(parser)
         parser.add_argument("--task", action="append", help="analyse only this task (repeatable)")
         parser.add_argument("--reference", type=int, default=0, help="frozen level to compare with (default 0)")
-        parser.add_argument("--margin", type=float, help="equivalence margin for TOST, e.g. 0.01")
+        parser.add_argument(
+            "--margin", type=float, help="non-inferiority/TOST margin (default: 0.01 accuracy/F1, 0.02 MCC/Pearson)"
+        )
         parser.add_argument("--adjust", default="holm", help="holm (default), dunnett, bonferroni or none")
+        parser.add_argument(
+            "--adjust-across",
+            default="none",
+            help="family of the non-inferiority answer: none (each train size, default) or sizes (Bonferroni)",
+        )
         parser.add_argument("--delta", type=float, help="difference for the power analysis (default: margin or 0.02)")
         parser.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
         parser.add_argument("--pooled", action="store_true", help="also fit all tasks in one model with a task term")
@@ -232,6 +243,7 @@ class _Analyze(_Command):
             reference=args.reference,
             margin=args.margin,
             adjust=args.adjust,
+            adjust_across=args.adjust_across,
             delta=args.delta,
             n_boot=args.n_boot,
             pooled=args.pooled,

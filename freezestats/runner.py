@@ -30,12 +30,12 @@ from optuna.trial import TrialState
 
 from freezestats import __version__
 from freezestats.backbone import load_tokenizer, n_layers_of
-from freezestats.cells import Cell, CellRole, grid_cells, search_cells
+from freezestats.cells import Cell, CellRole, grid_cells, reusable_search_cell, search_cells
 from freezestats.data import TaskData, load_task_data
 from freezestats.exceptions import StorageError
 from freezestats.freezing import get_strategy
 from freezestats.interrupts import InterruptGate
-from freezestats.lr_search import choose_rates
+from freezestats.lr_search import choose_rates, rate_means, search_score, select_half_best
 from freezestats.metrics import is_failed_run, majority_baseline
 from freezestats.predictions import checkpoint_counts, predictions_frame
 from freezestats.spec import FULL, StudySpec, check_against
@@ -45,7 +45,6 @@ from freezestats.trials import (
     INTERRUPTED,
     SPEC_ATTR,
     artifact_dir_for,
-    cell_from_trial,
     copy_trial,
     create_or_load_study,
     enqueue_cells,
@@ -417,33 +416,44 @@ class _Runner:
         )
 
     def _grid_after_search(self) -> list[Cell]:
-        """Choose the rates, record grid cells that a search trial already ran, return the rest."""
+        """Choose the rates from the finished search trials, record the choice, return the grid cells.
+
+        The rate is chosen on the search seeds by ``lr_search.select_metric`` (default: the selection
+        half of the validation set); the grid, frozen 0 included, then runs fresh on the grid seeds.
+        Only with ``lr_search.reuse`` are grid cells that a search run already ran recorded as copies
+        of it (``reused_from_trial``, ``lr_search_reuse``) instead of being run.
+        """
+        search = self.spec.lr_search
         by_cell = trials_by_cell(self.study)
-        metric = self.spec.lr_search.select_metric
         results = []
         search_trials = {}
-        for trials in by_cell.values():
-            for trial in trials:
-                if trial.state == TrialState.COMPLETE and trial.user_attrs.get("role") == CellRole.SEARCH.value:
-                    cell = cell_from_trial(trial)
-                    results.append((cell, float(trial.user_attrs[metric])))
-                    search_trials[
-                        (
-                            cell.task,
-                            cell.frozen_layers,
-                            cell.train_size,
-                            cell.subset_draw,
-                            cell.seed,
-                            cell.learning_rate,
-                        )
-                    ] = trial
+        for cell in search_cells(self.spec, self.prepared.pool_sizes):
+            trial = next((t for t in by_cell.get(cell.key, []) if t.state == TrialState.COMPLETE), None)
+            if trial is not None:
+                results.append((cell, search_score(trial.user_attrs, search.select_metric)))
+                search_trials[cell] = trial
         chosen = choose_rates(results)
-        set_user_attrs(self.study, {"lr_choice": [[*group, rate] for group, rate in sorted(chosen.items())]})
+        set_user_attrs(
+            self.study,
+            {
+                "lr_choice": [[*group, rate] for group, rate in sorted(chosen.items())],
+                "lr_search_record": {
+                    "select_metric": search.select_metric,
+                    "seeds": list(search.seeds),
+                    "reuse": search.reuse,
+                    # [task, train_size, subset_draw, frozen_layers, rate, mean, n_runs] per group and rate
+                    "means": [
+                        [*group, rate, mean, n]
+                        for group, by_rate in rate_means(results).items()
+                        for rate, (mean, n) in by_rate.items()
+                    ],
+                },
+            },
+        )
         remaining = []
         for cell in grid_cells(self.spec, self.prepared.pool_sizes, chosen):
-            source = search_trials.get(
-                (cell.task, cell.frozen_layers, cell.train_size, cell.subset_draw, cell.seed, cell.learning_rate)
-            )
+            reusable = reusable_search_cell(self.spec, cell)
+            source = search_trials.get(reusable) if reusable is not None else None
             already = any(t.state == TrialState.COMPLETE for t in by_cell.get(cell.key, []))
             if source is not None and not already:
                 copy_trial(self.study, source, cell, self.spec)
@@ -513,12 +523,14 @@ class _Runner:
             "final_dev": outcome.summary.final_dev,
             "heldout": outcome.summary.heldout,
             "heldout_step": outcome.summary.heldout_step,
+            "select_best": select_half_best(outcome.curve),  # what lr_search.select_metric = "select" uses
             "majority_baseline": baseline,
             "failed": is_failed_run(outcome.final_predictions, regression, outcome.summary.final_dev, baseline),
             **checkpoint_counts(outcome.checkpoints, labels, task.score_idx, regression),
             "final_metrics": outcome.final_metrics,
             "curve": outcome.curve,
             "lr_search": self.spec.lr_search.mode,
+            "lr_search_reuse": self.spec.lr_search.reuse,
             "frozen_dropout": self.spec.training.frozen_dropout,
             "eval_prefix_cached": outcome.extra["eval_prefix_cached"],
             "train_prefix_cached": outcome.extra["train_prefix_cached"],

@@ -44,7 +44,9 @@ SPEC_VERSION = 1
 LR_SEARCH_MODES = ("none", "full-model", "per-cell")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
-SELECT_METRICS = ("heldout", "best_dev", "final_dev")
+SELECT_METRICS = ("select", "heldout", "best_dev", "final_dev")
+#: Default search seeds: 1001..1000+len(grid.seeds), disjoint from any ordinary grid seeds.
+SEARCH_SEED_BASE = 1001
 FULL = "full"
 
 
@@ -88,11 +90,34 @@ class TrainingSpec:
 
 @dataclass(frozen=True)
 class LRSearchSpec:
-    """Optional learning-rate search (Lee, Tang & Lin 2019 search on the full model)."""
+    """Optional learning-rate search (Lee, Tang & Lin 2019 search on the full model).
+
+    The search runs every rate on its own ``seeds`` (disjoint from the grid's), the rate is chosen on
+    ``select_metric`` (by default the best score on the selection half of the validation set, so the
+    scoring half never helps choose), and the grid then runs at that rate on the grid seeds. With
+    ``reuse`` the search runs on the grid seeds and its runs at the chosen rate are copied into the grid
+    (the behaviour before this option existed; those grid runs carry the winner's curse).
+    """
 
     mode: str = "none"
     rates: tuple[float, ...] = ()
-    select_metric: str = "heldout"
+    select_metric: str = "select"
+    seeds: tuple[int, ...] = ()
+    reuse: bool = False
+
+    def stored_form(self, grid_seeds: tuple[int, ...]) -> dict[str, Any]:
+        """The plain data stored with the study and hashed.
+
+        Forms that existed before ``seeds`` and ``reuse`` keep their exact old shape, so that those
+        studies keep their spec hash: no search (``mode = "none"``), and a search that reuses its runs
+        on the grid seeds, which is what every search did then (:func:`parse_spec` reads the old shape
+        back as exactly that).
+        """
+        metric = _no_search_metric(self.select_metric) if self.mode == "none" else self.select_metric
+        data: dict[str, Any] = {"mode": self.mode, "rates": list(self.rates), "select_metric": metric}
+        if self.mode != "none" and not (self.reuse and self.seeds == grid_seeds):
+            data.update(seeds=list(self.seeds), reuse=self.reuse)
+        return data
 
 
 @dataclass(frozen=True)
@@ -124,6 +149,7 @@ class StudySpec:
         """The spec as plain data (what is stored with the study and hashed)."""
         data = asdict(self)
         data.pop("source")
+        data["lr_search"] = self.lr_search.stored_form(self.grid.seeds)
         data["primary_metric"] = dict(sorted(self.primary_metric.items()))
         return data
 
@@ -145,7 +171,7 @@ class StudySpec:
         plain = json.loads(json.dumps(dict(data)))  # tuples -> lists, as TOML gives them
         raw = {k: v for k, v in plain.items() if k != "primary_metric"}
         raw["metrics"] = {"primary": dict(data.get("primary_metric", {}))}
-        return parse_spec(raw, source=source)
+        return _parse(raw, source, stored=True)
 
     def metric_for(self, task: str) -> str:
         """The primary metric of ``task`` in this study (the spec's choice, else the task's first)."""
@@ -166,7 +192,12 @@ def load_spec(path: str | Path) -> StudySpec:
 
 def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
     """Validate plain data (a parsed TOML document) into a :class:`StudySpec`."""
-    p = _Parser(source)
+    return _parse(raw, source, stored=False)
+
+
+def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
+    """``stored``: ``raw`` is a study's stored copy (:meth:`StudySpec.to_dict`), not a spec file."""
+    p = _Parser(source, stored)
     p.keys(
         raw,
         "",
@@ -241,28 +272,7 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
             f"warmup_epochs={training.warmup_epochs}, epochs={training.epochs} ({source})."
         )
 
-    lr_raw = p.table(raw, "lr_search")
-    p.keys(lr_raw, "lr_search.", {"mode", "rates", "select_metric"})
-    mode = p.choice(lr_raw.get("mode", "none"), "lr_search.mode", LR_SEARCH_MODES)
-    rates: tuple[float, ...] = ()
-    if mode != "none":
-        rates = tuple(
-            p.number(v, f"lr_search.rates[{i}]", positive=True)
-            for i, v in enumerate(p.nonempty_list(lr_raw, "rates", "lr_search."))
-        )
-        p.unique(rates, "lr_search.rates")
-        if mode == "full-model" and 0 not in frozen:
-            raise SpecError(
-                "`lr_search.mode = 'full-model'` searches on the full model, so `grid.frozen_layers` must "
-                f"contain 0, but got frozen_layers={list(frozen)} ({source})."
-            )
-    elif lr_raw.get("rates"):
-        raise p.fail("`lr_search.rates` is set but `lr_search.mode` is 'none'; set a mode or drop the rates")
-    lr_search = LRSearchSpec(
-        mode=mode,
-        rates=rates,
-        select_metric=p.choice(lr_raw.get("select_metric", "heldout"), "lr_search.select_metric", SELECT_METRICS),
-    )
+    lr_search = _parse_lr_search(p, p.table(raw, "lr_search"), grid)
 
     ex = p.table(raw, "execution")
     p.keys(ex, "execution.", set(ExecutionSpec.__dataclass_fields__))
@@ -303,6 +313,71 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
     )
 
 
+def _no_search_metric(metric: str) -> str:
+    """Without a search the selection metric is unused; it is kept as the old default ("heldout", from
+    before "select" existed), so that every study made without a search keeps its spec hash."""
+    return "heldout" if metric == "select" else metric
+
+
+def _parse_lr_search(p: _Parser, lr_raw: Mapping[str, Any], grid: GridSpec) -> LRSearchSpec:
+    """``[lr_search]``: mode, rates, seeds (disjoint from the grid's), selection metric, reuse."""
+    p.keys(lr_raw, "lr_search.", {"mode", "rates", "select_metric", "seeds", "reuse"})
+    mode = p.choice(lr_raw.get("mode", "none"), "lr_search.mode", LR_SEARCH_MODES)
+    if mode == "none":
+        for key, unset in (("rates", []), ("seeds", []), ("reuse", False)):
+            if lr_raw.get(key, unset) != unset:
+                raise p.fail(f"`lr_search.{key}` is set but `lr_search.mode` is 'none'; set a mode or drop the {key}")
+        metric = p.choice(lr_raw.get("select_metric", "heldout"), "lr_search.select_metric", SELECT_METRICS)
+        return LRSearchSpec(mode=mode, select_metric=_no_search_metric(metric))
+    rates = tuple(
+        p.number(v, f"lr_search.rates[{i}]", positive=True)
+        for i, v in enumerate(p.nonempty_list(lr_raw, "rates", "lr_search."))
+    )
+    p.unique(rates, "lr_search.rates")
+    if mode == "full-model" and 0 not in grid.frozen_layers:
+        raise p.fail(
+            "`lr_search.mode = 'full-model'` searches on the full model, so `grid.frozen_layers` must "
+            f"contain 0, but got frozen_layers={list(grid.frozen_layers)}"
+        )
+    # A stored spec without `seeds`/`reuse` is the old shape (see LRSearchSpec.stored_form): that search
+    # ran on the grid seeds and its runs were reused. A spec file always gets the new defaults.
+    legacy = p.stored and "seeds" not in lr_raw and "reuse" not in lr_raw
+    reuse = True if legacy else lr_raw.get("reuse", False)
+    if not isinstance(reuse, bool):
+        raise p.fail(f"`lr_search.reuse` must be true or false, but got reuse={reuse!r}")
+    if "seeds" in lr_raw:
+        seeds = tuple(
+            p.integer(v, f"lr_search.seeds[{i}]", low=0)
+            for i, v in enumerate(p.nonempty_list(lr_raw, "seeds", "lr_search."))
+        )
+        p.unique(seeds, "lr_search.seeds")
+        given = "lr_search.seeds"
+    elif reuse:
+        seeds, given = grid.seeds, "lr_search.seeds (default with reuse: the grid seeds)"
+    else:
+        # Default: as many search seeds as grid seeds, numbered from 1001 so they never coincide with
+        # the usual small grid seeds; the search never silently runs on (and selects with) grid seeds.
+        seeds = tuple(range(SEARCH_SEED_BASE, SEARCH_SEED_BASE + len(grid.seeds)))
+        given = f"lr_search.seeds (default {SEARCH_SEED_BASE}..{SEARCH_SEED_BASE + len(grid.seeds) - 1})"
+    if reuse:
+        if set(seeds) != set(grid.seeds):
+            raise p.fail(
+                "`lr_search.reuse = true` copies search runs into the grid, so `lr_search.seeds` must equal "
+                f"`grid.seeds`, but got lr_search.seeds={list(seeds)} and grid.seeds={list(grid.seeds)}"
+            )
+        seeds = grid.seeds  # the grid's order: the stored form of a reusing search is the old one
+    else:
+        overlap = sorted(set(seeds) & set(grid.seeds))
+        if overlap:
+            raise p.fail(
+                "`lr_search.seeds` must be disjoint from `grid.seeds` (the rate must not be chosen on the runs "
+                f"the grid reports; set `lr_search.reuse = true` to copy them on purpose), but {given}="
+                f"{list(seeds)} and grid.seeds={list(grid.seeds)} share {overlap}"
+            )
+    metric = p.choice(lr_raw.get("select_metric", "select"), "lr_search.select_metric", SELECT_METRICS)
+    return LRSearchSpec(mode=mode, rates=rates, select_metric=metric, seeds=seeds, reuse=reuse)
+
+
 def check_against(spec: StudySpec, n_layers: int, pool_sizes: Mapping[str, int]) -> None:
     """Checks that need the model (its number of layers L) and the data (each task's train pool size)."""
     for i, k in enumerate(spec.grid.frozen_layers):
@@ -324,8 +399,9 @@ def check_against(spec: StudySpec, n_layers: int, pool_sizes: Mapping[str, int])
 class _Parser:
     """Type and range checks that all phrase their errors the same way."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, stored: bool = False) -> None:
         self.source = source
+        self.stored = stored
 
     def fail(self, message: str) -> SpecError:
         return SpecError(f"{message} ({self.source}).")

@@ -349,9 +349,13 @@ def requeue(study: optuna.Study, trial: FrozenTrial | optuna.Trial, max_retries:
 
 
 def copy_trial(study: optuna.Study, source: FrozenTrial, cell: Cell, spec: StudySpec) -> None:
-    """Record ``cell`` as done by an identical run that already exists (a search trial at the chosen rate)."""
+    """Record ``cell`` as done by an identical run that already exists (a search trial at the chosen rate).
+
+    Only with ``lr_search.reuse``: the copy is flagged (``reused_from_trial``, ``lr_search_reuse``), since
+    a run copied because its rate won the search carries the winner's curse.
+    """
     attrs = dict(source.user_attrs)
-    attrs.update(cell_key=cell.key, role=cell.role.value, reused_from_trial=source.number)
+    attrs.update(cell_key=cell.key, role=cell.role.value, reused_from_trial=source.number, lr_search_reuse=True)
     study.add_trial(
         optuna.trial.create_trial(
             params=cell.params(),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from _factories import simple_spec
 
-from freezestats.cells import Cell, CellRole, grid_cells, search_cells
-from freezestats.lr_search import choose_rates
+from freezestats.cells import Cell, CellRole, grid_cells, reusable_search_cell, search_cells
+from freezestats.lr_search import choose_rates, rate_means, search_score, select_half_best
 from freezestats.spec import parse_spec
 
 POOLS = {"sst2": 67349, "cola": 8551}
@@ -96,3 +97,63 @@ def test_choose_rates_breaks_ties_to_the_smaller_rate_and_keeps_groups_apart() -
 def test_search_key_includes_the_rate(rate: float) -> None:
     assert _search(rate, 1).key.endswith(f"lr={rate:g}")
     assert _search(rate, 1).group == ("sst2", 50, 0, 0)
+
+
+def test_search_runs_on_the_search_seeds_and_the_grid_on_the_grid_seeds() -> None:
+    spec = parse_spec(
+        simple_spec(
+            grid={"frozen_layers": [0, 2], "train_sizes": [50], "seeds": [1, 2]},
+            lr_search={"mode": "full-model", "rates": [1e-5, 3e-5]},
+        )
+    )
+    search = search_cells(spec, POOLS)
+    assert {c.seed for c in search} == {1001, 1002}  # the default: 1001..1000+len(grid.seeds)
+    grid = grid_cells(spec, POOLS, {("sst2", 50, 0, 0): 3e-5})
+    assert {c.seed for c in grid} == {1, 2} and {c.frozen_layers for c in grid} == {0, 2}
+    assert {c.seed for c in grid if c.frozen_layers == 0} == {c.seed for c in grid if c.frozen_layers == 2}
+    assert all(reusable_search_cell(spec, c) is None for c in grid)  # nothing is copied from the search
+    assert not {c.key for c in search} & {c.key for c in grid}
+    explicit = parse_spec(
+        simple_spec(
+            grid={"frozen_layers": [0, 2], "train_sizes": [50], "seeds": [1, 2]},
+            lr_search={"mode": "per-cell", "rates": [1e-5], "seeds": [7, 8, 9]},
+        )
+    )
+    assert {(c.frozen_layers, c.seed) for c in search_cells(explicit, POOLS)} == {
+        (k, s) for k in (0, 2) for s in (7, 8, 9)
+    }
+
+
+@pytest.mark.parametrize(("mode", "copied_levels"), [("full-model", {0}), ("per-cell", {0, 2})])
+def test_only_reuse_copies_search_runs_into_the_grid(mode: str, copied_levels: set[int]) -> None:
+    spec = parse_spec(
+        simple_spec(
+            grid={"frozen_layers": [0, 2], "train_sizes": [50], "seeds": [1, 2]},
+            lr_search={"mode": mode, "rates": [1e-5, 3e-5], "reuse": True},
+        )
+    )
+    search = set(search_cells(spec, POOLS))
+    assert {c.seed for c in search} == {1, 2}  # reuse searches on the grid seeds
+    chosen = {("sst2", 50, 0, k): 3e-5 for k in (0, 2)}
+    copies = {c: reusable_search_cell(spec, c) for c in grid_cells(spec, POOLS, chosen)}
+    assert {c.frozen_layers for c, source in copies.items() if source is not None} == copied_levels
+    for cell, source in copies.items():
+        if source is not None:
+            assert source in search and source.role is CellRole.SEARCH
+            assert (source.frozen_layers, source.seed, source.learning_rate) == (cell.frozen_layers, cell.seed, 3e-5)
+
+
+def test_the_selection_half_score_of_a_run() -> None:
+    curve = [{"select": 0.6, "score": 0.9}, {"select": float("nan"), "score": 1.0}, {"select": 0.7, "score": 0.1}]
+    assert select_half_best(curve) == 0.7  # never the scoring half, and NaN counts as the worst
+    assert np.isnan(select_half_best([{"select": float("nan")}]))
+    assert search_score({"select_best": 0.8, "curve": curve, "heldout": 0.5}, "select") == 0.8
+    assert search_score({"curve": curve, "heldout": 0.5}, "select") == 0.7  # trials stored before select_best
+    assert search_score({"select_best": 0.8, "heldout": 0.5}, "heldout") == 0.5
+
+
+def test_rate_means_are_what_choose_rates_compares() -> None:
+    results = [(_search(1e-5, 1001), 0.6), (_search(1e-5, 1002), 0.8), (_search(3e-5, 1001), 0.65)]
+    means = rate_means(results)[("sst2", 50, 0, 0)]
+    assert means[1e-5] == pytest.approx((0.7, 2)) and means[3e-5] == (0.65, 1)
+    assert choose_rates(results) == {("sst2", 50, 0, 0): 1e-5}

@@ -129,13 +129,19 @@ def test_report_from_results_with_numbers_from_the_analysis(
     assert "Rendered with pandoc" in printed or "Rendered with Quarto" in printed
     assert (out / "report.html").is_file() and (out / "report.pdf").read_bytes()[:4] == b"%PDF"
     qmd = (out / "report.qmd").read_text()
-    contrasts = pd.read_parquet(out / "analysis" / "contrasts.parquet")
-    deepest = contrasts[(contrasts["fit"] == "all_runs") & (contrasts["frozen_layers"] == 12)]
     answer = qmd.split("## The answer")[1].split("## Methods")[0]
-    for row in deepest[deepest["p_adj"] < 0.05].itertuples():  # the answer quotes the analysis' numbers
+    # The answer is the non-inferiority test's, sentence by sentence, with the family and the margin.
+    statements = pd.read_parquet(out / "analysis" / "answer.parquet")["statement"]
+    assert len(statements) == 2 and all(s[0].upper() + s[1:] in answer for s in statements)
+    assert "How to read this" in answer and "absence of evidence" in answer and "Margin 0.01" in answer
+    # Beside it, the superiority contrasts as what they are: the shallowest detectably worse depth per size.
+    contrasts = pd.read_parquet(out / "analysis" / "contrasts.parquet")
+    worse = contrasts[(contrasts["fit"] == "all_runs") & (contrasts["p_adj"] < 0.05) & (contrasts["estimate"] < 0)]
+    assert len(worse) >= 1
+    for size, rows in worse.groupby("train_size"):
+        row = rows.sort_values("frozen_layers", key=lambda k: k.where(k >= 0, -0.5)).iloc[0]
         quoted = f"{100 * row.estimate:+.1f} [{100 * row.ci_low:+.1f}, {100 * row.ci_high:+.1f}]"
-        assert f"At n = {row.train_size}," in answer and quoted.replace("-", "−") in answer
-    assert len(deepest[deepest["p_adj"] < 0.05]) >= 1 and "all 12 layers" in answer
+        assert f"n = {size}: from frozen" in answer and quoted.replace("-", "−") in answer
     refs = set(re.findall(r"\{#((?:fig|tbl)-[a-z0-9-]+)", qmd))
     assert len(refs) >= 10
     html = (out / "report.html").read_text()

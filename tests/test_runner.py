@@ -253,10 +253,11 @@ def test_ctrl_c_outside_the_fine_tuning_still_requeues_the_cell(
 
 
 def test_full_model_lr_search(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    """The search runs on its own seeds and chooses on the selection half; the grid runs fresh."""
     spec_path = _spec(
         tmp_path,
         tiny_model,
-        grid={"frozen_layers": [0, 1, 2], "train_sizes": [32], "seeds": [1, 2]},
+        grid={"frozen_layers": [0, 2], "train_sizes": [32], "seeds": [1, 2]},
         lr_search={"mode": "full-model", "rates": [1e-5, 1e-3]},
     )
     storage = f"sqlite:///{tmp_path / 'study.db'}"
@@ -266,15 +267,27 @@ def test_full_model_lr_search(tmp_path: Path, tiny_model: Path, glue_dir: Path) 
     search = table[table.role == "search"]
     grid = table[table.role == "grid"]
     assert len(search) == 2 * 2 and set(search.frozen_layers) == {0}
-    assert len(grid) == 3 * 2
-    means = search.groupby("learning_rate")["heldout"].mean()
-    best = min(r for r in means.index if means[r] == means.max())
+    assert set(search.seed) == {1001, 1002}  # the default search seeds, disjoint from the grid's
+    assert len(grid) == 2 * 2 and set(grid.seed) == {1, 2}
+    assert grid.reused_from_trial.isna().all()  # frozen 0 too is a fresh run, not a search run
+    for k in (0, 2):
+        assert sorted(grid[grid.frozen_layers == k].seed) == [1, 2]  # seeds paired across freeze levels
+    trials = {t.number: t for t in study.get_trials()}
+    select = {}
+    for row in search.itertuples():
+        attrs = trials[row.trial].user_attrs
+        assert attrs["select_best"] == max(point["select"] for point in attrs["curve"])
+        select.setdefault(row.learning_rate, []).append(attrs["select_best"])
+    means = {rate: sum(v) / len(v) for rate, v in select.items()}
+    best = min(r for r in means if means[r] == max(means.values()))
     assert set(grid.learning_rate) == {best}  # the chosen rate is visible in the export
     assert set(grid.lr_search) == {"full-model"}
-    reused = grid[grid.frozen_layers == 0]
-    assert reused.reused_from_trial.notna().all()  # frozen 0 at the chosen rate is the search run itself
-    assert grid[grid.frozen_layers > 0].reused_from_trial.isna().all()
     assert study.user_attrs["lr_choice"] == [["sst2", 32, 0, 0, best]]
+    record = study.user_attrs["lr_search_record"]
+    assert record["select_metric"] == "select" and record["seeds"] == [1001, 1002] and record["reuse"] is False
+    assert {rate: mean for *_, rate, mean, n in record["means"]} == pytest.approx(means)
+    assert not any(trials[n].user_attrs["lr_search_reuse"] for n in table.trial)
+    assert len(study.get_trials()) == 8  # every run ran: 4 search runs and the 4 grid cells
 
 
 def test_study_database_opens_in_optuna_dashboard(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
@@ -343,25 +356,33 @@ def test_export_refuses_bad_output_and_keeps_the_db(
     assert not list(tmp_path.glob("*.partial"))
 
 
-def test_per_cell_lr_search_reuses_the_search_runs(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+def test_per_cell_lr_search_with_reuse_copies_the_search_runs(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    """``reuse = true``: the old behaviour, searching on the grid seeds and copying the winners, flagged."""
     spec_path = _spec(
         tmp_path,
         tiny_model,
         grid={"frozen_layers": [0, 2], "train_sizes": [32], "seeds": [1]},
-        lr_search={"mode": "per-cell", "rates": [1e-5, 1e-3], "select_metric": "best_dev"},
+        lr_search={"mode": "per-cell", "rates": [1e-5, 1e-3], "select_metric": "best_dev", "reuse": True},
     )
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
-    table = results_table(load_study(open_storage(storage), None))
+    study = load_study(open_storage(storage), None)
+    table = results_table(study)
     search, grid = table[table.role == "search"], table[table.role == "grid"]
     assert len(search) == 4 and len(grid) == 2
+    assert set(search.seed) == set(grid.seed) == {1}
     for k in (0, 2):
         rows = search[search.frozen_layers == k].sort_values("learning_rate")
         best = rows.learning_rate.iloc[int(rows.best_dev.to_numpy().argmax())]
         (chosen,) = grid[grid.frozen_layers == k].learning_rate
         assert chosen == best
     assert grid.reused_from_trial.notna().all()  # every grid cell is one of its search runs
-    assert len(load_study(open_storage(storage), None).get_trials()) == 6
+    trials = {t.number: t for t in study.get_trials()}
+    assert len(trials) == 6
+    for row in grid.itertuples():
+        assert trials[row.trial].user_attrs["lr_search_reuse"] is True
+        assert row.best_dev == trials[int(row.reused_from_trial)].user_attrs["best_dev"]
+    assert study.user_attrs["lr_search_record"]["reuse"] is True
 
 
 def test_extend_adds_only_the_new_cells(

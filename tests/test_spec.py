@@ -9,7 +9,7 @@ from _factories import simple_spec, write_spec
 
 from freezestats.cli import main
 from freezestats.exceptions import SpecError
-from freezestats.spec import load_spec, parse_spec
+from freezestats.spec import StudySpec, load_spec, parse_spec
 
 BAD_SPECS = [
     # (what is wrong, override, fragment the message must contain)
@@ -37,6 +37,33 @@ BAD_SPECS = [
         "full-model search without 0",
         {"grid": {"frozen_layers": [2, 4]}, "lr_search": {"mode": "full-model", "rates": [1e-5]}},
         "must contain 0",
+    ),
+    (
+        "search seeds overlap the grid seeds",
+        {"grid": {"seeds": [1, 2, 3]}, "lr_search": {"mode": "full-model", "rates": [1e-5], "seeds": [3, 4]}},
+        "`lr_search.seeds` must be disjoint from `grid.seeds` (the rate must not be chosen on the runs the grid "
+        "reports; set `lr_search.reuse = true` to copy them on purpose), but lr_search.seeds=[3, 4] and "
+        "grid.seeds=[1, 2, 3] share [3]",
+    ),
+    (
+        "default search seeds overlap the grid seeds",
+        {"grid": {"seeds": [1, 1001]}, "lr_search": {"mode": "per-cell", "rates": [1e-5]}},
+        "but lr_search.seeds (default 1001..1002)=[1001, 1002] and grid.seeds=[1, 1001] share [1001]",
+    ),
+    (
+        "reuse with other seeds",
+        {"lr_search": {"mode": "full-model", "rates": [1e-5], "seeds": [7], "reuse": True}},
+        "`lr_search.reuse = true` copies search runs into the grid, so `lr_search.seeds` must equal `grid.seeds`, "
+        "but got lr_search.seeds=[7] and grid.seeds=[1]",
+    ),
+    ("reuse not a boolean", {"lr_search": {"mode": "full-model", "rates": [1e-5], "reuse": 1}}, "true or false"),
+    ("search seeds without mode", {"lr_search": {"seeds": [1001]}}, "`lr_search.seeds` is set but"),
+    ("reuse without mode", {"lr_search": {"reuse": True}}, "`lr_search.reuse` is set but"),
+    ("repeated search seed", {"lr_search": {"mode": "per-cell", "rates": [1e-5], "seeds": [5, 5]}}, "repeat"),
+    (
+        "bad select metric",
+        {"lr_search": {"mode": "per-cell", "rates": [1e-5], "select_metric": "score"}},
+        "`lr_search.select_metric` must be one of ['select', 'heldout', 'best_dev', 'final_dev']",
     ),
     ("metric the task lacks", {"metrics": {"primary": {"sst2": "mcc"}}}, "`metrics.primary.sst2` must be one of"),
     ("string where a list belongs", {"grid": {"seeds": 3}}, "`grid.seeds` must be a non-empty list"),
@@ -97,6 +124,8 @@ def test_blog_spec_is_the_published_protocol() -> None:
     assert spec.metric_for("cola") == "accuracy"  # the blog reports accuracy for CoLA
     lee = load_spec(bundled_path("study/lee2019.toml"))
     assert lee.lr_search.mode == "full-model" and lee.lr_search.rates == (1e-5, 2e-5, 3e-5, 4e-5, 5e-5)
+    assert lee.lr_search.select_metric == "select" and not lee.lr_search.reuse
+    assert not set(lee.lr_search.seeds) & set(lee.grid.seeds) and len(lee.lr_search.seeds) == len(lee.grid.seeds)
     assert set(range(6, 13)) <= set(lee.grid.frozen_layers) and lee.grid.train_sizes == ("full",)
 
 
@@ -158,3 +187,69 @@ def test_frozen_dropout_changes_the_hash_only_when_off(tmp_path: Path) -> None:
     assert default.spec_hash == explicit_on.spec_hash != off.spec_hash
     with pytest.raises(SpecError, match="frozen_dropout"):
         load_spec(write_spec(tmp_path, simple_spec(training={"frozen_dropout": "maybe"}), "d.toml"))
+
+
+def _search(**lr_search) -> dict:
+    return simple_spec(grid={"seeds": [1, 2, 3]}, lr_search={"mode": "full-model", "rates": [1e-5, 3e-5], **lr_search})
+
+
+def test_search_defaults_to_its_own_seeds_and_the_selection_half() -> None:
+    lr = parse_spec(_search()).lr_search
+    assert lr.seeds == (1001, 1002, 1003) and lr.select_metric == "select" and lr.reuse is False
+    assert parse_spec(_search(seeds=[7, 8])).lr_search.seeds == (7, 8)  # any number of disjoint seeds
+    reuse = parse_spec(_search(reuse=True)).lr_search  # reuse: the grid seeds, the only allowed ones
+    assert reuse.seeds == (1, 2, 3) and reuse.reuse is True
+    assert parse_spec(_search(reuse=True, seeds=[3, 1, 2])).lr_search.seeds == (1, 2, 3)
+    for metric in ("heldout", "best_dev", "final_dev"):
+        assert parse_spec(_search(select_metric=metric)).lr_search.select_metric == metric
+    line = parse_spec(_search(seeds=[7, 8])).to_dict()["lr_search"]
+    assert line == {
+        "mode": "full-model",
+        "rates": [1e-5, 3e-5],
+        "select_metric": "select",
+        "seeds": [7, 8],
+        "reuse": False,
+    }
+
+
+# Hashes of the shipped specs without a learning-rate search, recorded before `lr_search.seeds`,
+# `select_metric = "select"` and `reuse` existed: studies created then must still resume.
+HASHES_BEFORE_SEARCH_SEEDS = {
+    "quick": "1eb02f02481708cddc6cf19c0eb18891e428fa25e3187bf5598d439d7f10047d",
+    "blog2020": "1653abf7d18cad179b055994015c45459dcf26b78f657e6c25dca5ccadd2bb07",
+    "blog2020-minilm": "6b2bcf60a26fa40d75e597accb8460638eb4c4d7bf543b939daeb442e86ff5e4",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HASHES_BEFORE_SEARCH_SEEDS))
+def test_specs_without_a_search_keep_their_hash(name: str) -> None:
+    from freezestats._resources import bundled_path
+
+    spec = load_spec(bundled_path(f"study/{name}.toml"))
+    assert spec.lr_search.mode == "none"
+    assert spec.spec_hash == HASHES_BEFORE_SEARCH_SEEDS[name]
+    assert spec.to_dict()["lr_search"] == {"mode": "none", "rates": [], "select_metric": "heldout"}
+
+
+def test_no_search_hash_ignores_the_new_keys_and_default() -> None:
+    default = parse_spec(simple_spec())
+    assert default.spec_hash == "3fe9aaa132549d784cb016ea01b1948e5b6f8fdeb1d662e4184cb286811ceb5b"  # recorded before
+    for lr in ({"mode": "none"}, {"mode": "none", "select_metric": "select"}, {"seeds": [], "reuse": False}):
+        assert parse_spec(simple_spec(lr_search=lr)).spec_hash == default.spec_hash
+    old_explicit = parse_spec(simple_spec(lr_search={"mode": "none", "select_metric": "best_dev"}))
+    assert old_explicit.spec_hash == "6ac556a9b8ec156b3472b0a6da2c7650cc9dde4365bee24f28b8829816f75aca"
+
+
+def test_a_stored_search_spec_from_before_keeps_its_meaning_and_hash() -> None:
+    """A study stored before `seeds`/`reuse` searched on the grid seeds and reused its runs."""
+    new = parse_spec(_search(select_metric="heldout"))
+    stored = new.to_dict()
+    stored["lr_search"] = {"mode": "full-model", "rates": [1e-5, 3e-5], "select_metric": "heldout"}  # old shape
+    old = StudySpec.from_stored(stored)
+    assert old.lr_search.reuse is True and old.lr_search.seeds == (1, 2, 3)
+    assert old.to_dict() == stored  # same stored form, hence the same hash as when the study was created
+    assert old.spec_hash != new.spec_hash  # the same file now means a search on other seeds: a new study
+    spelled_out = parse_spec(_search(select_metric="heldout", reuse=True))
+    assert spelled_out.spec_hash == old.spec_hash  # stating the old behaviour resumes the old study
+    for spec in (new, spelled_out, parse_spec(_search())):
+        assert StudySpec.from_stored(spec.to_dict()) == spec

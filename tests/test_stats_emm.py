@@ -21,7 +21,6 @@ from freezestats.stats import (
     contrasts_vs_reference,
     equivalence_tests,
     estimated_marginal_means,
-    fit_glmm,
     fit_mixed,
     fit_ols,
     simulate_results,
@@ -303,9 +302,3 @@ def test_bad_arguments_raise_model_fit_errors(fit: MixedFit) -> None:
         estimated_marginal_means(fit, confidence=95)
     with pytest.raises(ModelFitError, match=r"needs a fit with fixed effects, their full covariance .* got DataFrame"):
         estimated_marginal_means(pd.DataFrame())  # type: ignore[arg-type]
-
-
-def test_glmm_fits_are_refused_with_the_reason() -> None:
-    glmm = fit_glmm(simulate_results(frozen_levels=(0, 12), train_sizes=(100, 1000), seeds=3, n_eval=50, rng=9))
-    with pytest.raises(ModelFitError, match=r"got GlmmFit; the GLMM's mean-field variational posterior"):
-        estimated_marginal_means(glmm)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""freezestats.stats.models and .simulate: mixed model, OLS, GLMM, interaction LRT, simulated tables.
+"""freezestats.stats.models and .simulate: mixed model, OLS, interaction LRT, simulated tables (GLMM: test_stats_glmm).
 
 Reference values come from lme4 / lmerTest / emmeans (tests/data/lme4_reference.R on tests/data/stats_fixture.csv,
 stored in tests/data/lme4_reference.json) and from independent computations written out in the tests.
@@ -14,25 +14,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import patsy
 import pytest
 import statsmodels.formula.api as smf
 from scipy import stats
-from scipy.special import expit
 from statsmodels.regression.mixed_linear_model import MixedLM
 
 from freezestats.exceptions import ModelFitError
 from freezestats.results import RESULT_COLUMNS
 from freezestats.stats import (
     estimated_marginal_means,
-    fit_glmm,
     fit_mixed,
     fit_ols,
     interaction_test,
     simulate_results,
     true_cell_means,
 )
-from freezestats.stats import glmm as glmm_module
 from freezestats.stats import models as models_module
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -333,54 +329,6 @@ def test_interaction_lrt_has_power_against_the_blog_interaction_and_not_under_th
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# fit_glmm
-
-
-def test_glmm_on_counts_equals_the_expanded_bernoulli_model() -> None:
-    table = simulate_results(frozen_levels=(0, 12), train_sizes=(50, 1000), seeds=3, n_eval=40, rng=6)
-    prepared = glmm_module._prepare(
-        table, "final_dev", task=None, include_failed=True, caller="test", extra_columns=("n_correct", "n_eval")
-    )
-    x = glmm_module._design(prepared)
-    fits = []
-    for expand in (False, True):
-        model = glmm_module._binomial_counts_model(
-            prepared.frame["n_correct"].to_numpy(float),
-            prepared.frame["n_eval"].to_numpy(float),
-            x,
-            seeds=prepared.frame["seed"].to_numpy(),
-            fe_prior_sd=10.0,
-            vc_prior_sd=1.0,
-            expand=expand,
-        )
-        fits.append(model.fit_vb(rng=0))
-    counts, bernoulli = fits
-    assert bernoulli.model.endog.shape == (12 * 40,)
-    np.testing.assert_allclose(counts.params, bernoulli.params, atol=1e-6)
-    np.testing.assert_allclose(counts.fe_sd, bernoulli.fe_sd, rtol=1e-5)
-
-
-def test_glmm_recovers_cell_accuracies_and_names_its_approximation() -> None:
-    table = simulate_results(frozen_levels=(0, 8, 12), train_sizes=(100, 1000), rng=7)
-    fit = fit_glmm(table)
-    assert fit.approximation == "variational Bayes (statsmodels BinomialBayesMixedGLM.fit_vb)"
-    assert fit.diagnostics.method == fit.approximation and fit.diagnostics.converged
-    assert list(fit.fixed_effects.columns) == ["term", "post_mean", "post_sd", "ci_low", "ci_high"]
-    assert any("mean-field" in w for w in fit.diagnostics.warnings)
-    truth = true_cell_means(frozen_levels=(0, 8, 12), train_sizes=(100, 1000))
-    grid = pd.DataFrame(
-        {
-            "frozen_layers": pd.Categorical(truth["frozen_layers"], categories=list(fit.frozen_levels)),
-            "train_size": pd.Categorical(truth["train_size"], categories=list(fit.train_sizes)),
-        }
-    )
-    (rows,) = patsy.build_design_matrices([fit.design_info], grid)
-    accuracy = expit(np.asarray(rows) @ fit.fixed_effects["post_mean"].to_numpy())
-    np.testing.assert_allclose(accuracy, truth["true_mean"], atol=0.04)
-    assert list(fit.variance_components["component"]) == ["seed", "run"]
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # bad input
 
 
@@ -495,9 +443,5 @@ def test_other_entry_points_validate_too() -> None:
         fit_ols(_table(), cov_type="hc3")  # type: ignore[arg-type]
     with pytest.raises(ModelFitError, match=r"needs at least 2 seeds"):
         fit_ols(_table().query("seed == 1"))
-    with pytest.raises(ModelFitError, match=r"missing final_dev or n_correct, n_eval"):
-        fit_glmm(_table().assign(n_correct=None))
-    with pytest.raises(ModelFitError, match=r"`n_correct` must be an integer in 0\.\.n_eval"):
-        fit_glmm(_table().assign(n_correct=900))
     with pytest.raises(ModelFitError, match=r"needs the results table as a pandas DataFrame"):
         interaction_test([1, 2, 3])  # type: ignore[arg-type]

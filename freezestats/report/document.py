@@ -392,8 +392,9 @@ def _reference_section(inputs: ReportInputs, w: _Writer) -> str:
             w.figure(
                 F.reference_figure(both, metric, REFERENCE_NAME),
                 f"{task}-reference",
-                f"{task}: cell mean ± SD against frozen layers, this study (left) and the {REFERENCE_NAME} "
-                "(right), same axes.",
+                f"{task}: cell mean ± SD of `best_dev` against frozen layers, this study (left) and the "
+                f"{REFERENCE_NAME} (right), same axes. Both are the best validation score during training, the "
+                "blog's number, biased upward by checkpoint selection on the scoring data.",
             ),
             w.table(
                 present(
@@ -425,7 +426,7 @@ def _reference_section(inputs: ReportInputs, w: _Writer) -> str:
 
 def _model_section(inputs: ReportInputs, w: _Writer) -> str:
     settings = inputs.analysis.settings
-    parts = []
+    parts = [text.model_assumptions(settings)]
     for task in settings["tasks"]:
         head = f"### {task}\n\n"
         body = []

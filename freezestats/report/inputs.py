@@ -63,7 +63,7 @@ def gather_inputs(
     analysis_dir: str | Path | None = None,
     study_name: str | None = None,
     model: str = "mixed",
-    metric: str = "best_dev",
+    metric: str = "heldout",
     variance: str = "per_size",
     margin: float | None = None,
     n_boot: int = 2000,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from freezestats.stats.emm import contrasts_vs_reference, equivalence_tests, estimated_marginal_means
 from freezestats.stats.failures import failure_model, failure_rates, failure_summary, flag_failures
+from freezestats.stats.glmm import marginal_accuracy
 from freezestats.stats.lee import lee_ratio_tests, operating_point, relative_scores
 from freezestats.stats.models import (
     FitDiagnostics,
@@ -63,6 +64,7 @@ __all__ = [
     "interaction_test",
     "lee_ratio_tests",
     "load_reference",
+    "marginal_accuracy",
     "noninferiority_answer",
     "noninferiority_sequence",
     "operating_point",

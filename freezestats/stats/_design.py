@@ -62,7 +62,7 @@ class FitDiagnostics:
         Runs of the task left out: failed runs when ``include_failed=False``, and runs with a missing response.
     llf, aic, bic
         Log-likelihood (REML or ML, as fitted), and the information criteria where defined (``nan`` for REML fits,
-        whose likelihoods are not comparable across fixed effects, and for the variational GLMM).
+        whose likelihoods are not comparable across fixed effects).
     """
 
     converged: bool
@@ -86,8 +86,8 @@ class FitDiagnostics:
 class FixedEffectsFit(Protocol):
     """What :mod:`freezestats.stats.emm` needs from a fit: the fixed effects, their covariance and a df rule.
 
-    :class:`MixedFit` and :class:`OlsFit` implement it; :class:`GlmmFit` does not (its variational posterior has
-    no covariance between coefficients).
+    :class:`MixedFit`, :class:`OlsFit` and :class:`GlmmFit` implement it (the GLMM on the logit scale, with a
+    normal reference: ``df = inf``).
     """
 
     @property

@@ -35,13 +35,7 @@ def _check_fit(fit: object, caller: str) -> FixedEffectsFit:
     if not isinstance(fit, FixedEffectsFit):
         raise ModelFitError(
             f"{caller} needs a fit with fixed effects, their full covariance and degrees of freedom (a MixedFit "
-            f"from fit_mixed or an OlsFit from fit_ols), but got {type(fit).__name__}"
-            + (
-                "; the GLMM's mean-field variational posterior has no covariance between coefficients, so its cell "
-                "means would get wrong standard errors."
-                if type(fit).__name__ == "GlmmFit"
-                else "."
-            )
+            f"from fit_mixed, an OlsFit from fit_ols or a GlmmFit from fit_glmm), but got {type(fit).__name__}."
         )
     return fit
 

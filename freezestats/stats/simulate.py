@@ -164,7 +164,9 @@ def simulate_results(
     pandas.DataFrame
         One row per run with the runner's columns (:data:`freezestats.results.RESULT_COLUMNS`), sorted like
         :func:`freezestats.results.results_table`. Simulated values: ``task, frozen_layers, train_size,
-        subset_draw, seed, best_dev, final_dev, heldout, failed, n_eval, n_correct, majority_baseline``.
+        subset_draw, seed, best_dev, final_dev, heldout, failed, n_eval, n_correct, majority_baseline`` and the
+        counts of the best and held-out checkpoints (``n_correct_best``, ``n_correct_heldout`` of
+        ``n_eval_heldout``, the score half), rounded from ``best_dev`` and ``heldout``.
         Constants: ``study='simulated'``, ``state='complete'``, ``role='grid'``, ``model='simulated'``,
         ``strategy='freeze'``, ``metric='accuracy'``, ``n_layers=max(frozen_levels)``, ``lr_search='none'``,
         ``device='simulated'``, ``trial`` numbers runs from 0. Columns the simulation has no model for
@@ -235,7 +237,11 @@ def simulate_results(
         failed = gen.random(n) < fail_rate
         best, final, heldout = (np.where(failed, baseline, x) for x in (best, final, heldout))
         n_correct = np.rint(final * n_eval).astype(int)
+        n_half = n_eval - n_eval // 2  # the score half of the validation set, which heldout is measured on
         runs = runs.drop(columns="true_mean").assign(
+            n_correct_best=np.rint(best * n_eval).astype(int),
+            n_correct_heldout=np.rint(heldout * n_half).astype(int),
+            n_eval_heldout=n_half,
             best_dev=best,
             final_dev=n_correct / n_eval,
             heldout=heldout,
