@@ -184,6 +184,7 @@ def analyze(
         attempt("spread_test", task, lambda one=one: spread_test(one, response))
         attempt("failure_rates", task, lambda one=one: failure_rates(one))
         attempt("failure_model", task, lambda one=one: failure_model(one, on_separation="nan"))
+        attempt("failure_summary", task, lambda one=one: _failure_summary(one, response))
         attempt(
             "relative_scores", task, lambda one=one: relative_scores(one, response, reference=reference, n_boot=n_boot)
         )
@@ -238,6 +239,19 @@ def analyze(
     if not any(name in result.tables for name in ("fixed_effects",)):
         raise ModelFitError("No model could be fitted: " + " | ".join(result.warnings))
     return result
+
+
+#: The checkpoint whose predictions each response scores (freezestats.predictions.CHECKPOINTS).
+CHECKPOINT_OF = {"best_dev": "best", "heldout": "heldout", "final_dev": "final"}
+
+
+def _failure_summary(runs: pd.DataFrame, response: str) -> pd.DataFrame:
+    """Per cell: P(fail) (Wilson), the mean of healthy runs and of all runs, failure judged on the checkpoint the
+    analysed metric scores: one-sided exact binomial test of its accuracy against the majority rate."""
+    from freezestats.stats.failures import failure_summary, flag_failures
+
+    failed = flag_failures(runs, checkpoint=CHECKPOINT_OF[response], rule="binomial")
+    return failure_summary(runs, failed, response=response).assign(rule="binomial", checkpoint=CHECKPOINT_OF[response])
 
 
 def _warn_unequal_spread(result: Analysis, task: str, model: str, variance: str) -> None:
