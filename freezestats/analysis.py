@@ -122,6 +122,7 @@ def analyze(
     from freezestats.stats._checks import normalize_results
     from freezestats.stats.failures import failure_model, failure_rates
     from freezestats.stats.lee import operating_point, relative_scores
+    from freezestats.stats.mixed_grouped import crossed_orders, randomness_sources
     from freezestats.stats.paired import paired_contrasts
     from freezestats.stats.power import power_by_simulation, seeds_for_power
     from freezestats.stats.reference import compare_with_reference
@@ -206,6 +207,8 @@ def analyze(
             result.warnings.extend(f"{task}: {model} ({fit_name}): {w}" for w in fit.diagnostics.warnings)
             if hasattr(fit, "variance_components"):
                 result.add("variance_components", task, fit.variance_components, **labels)
+            if model == "mixed" and fit_name == "all_runs" and crossed_orders(one):
+                attempt("randomness_sources", task, lambda fit=fit: randomness_sources(fit))
             if model == "glmm":  # its EMMs are logits; what a reader wants is the marginal accuracy
                 attempt("marginal_accuracy", task, lambda fit=fit: stats.marginal_accuracy(fit), **labels)
                 continue

@@ -25,6 +25,7 @@ from freezestats.stats import (
     true_cell_means,
 )
 from freezestats.stats._reml import Component, _Blocks, fit_components
+from freezestats.stats.mixed_grouped import randomness_sources
 from freezestats.stats.simulate import blog_run_sds
 
 DATA = Path(__file__).parent / "data"
@@ -209,3 +210,45 @@ def test_per_size_intervals_cover_where_the_pooled_ones_do_not() -> None:
     assert rate["per_size"].min() >= 0.85  # 120 intervals per size: 95% nominal, 2 MC SE ~ 0.04
     assert rate["pooled"][50] < rate["per_size"][50] - 0.1  # too narrow where runs are unstable
     assert wide["pooled"][1000] > 3 * wide["per_size"][1000]  # several times too wide where they are stable
+
+
+def _crossed_table(init: dict[int, float], order: dict[int, float], resid: dict[int, float], rng: int) -> pd.DataFrame:
+    """Runs of every (init seed, data-order seed) pair, each source with its own SD per train size."""
+    gen = np.random.default_rng(rng)
+    rows = []
+    for n in (50, 1000):
+        u, v = gen.normal(0, init[n], 5), gen.normal(0, order[n], 5)
+        for k, mu in ((0, 0.8), (2, 0.78), (4, 0.7)):
+            for s in range(5):
+                for o in range(5):
+                    score = mu + u[s] + v[o] + gen.normal(0, resid[n])
+                    rows.append(
+                        {
+                            "task": "sst2",
+                            "frozen_layers": k,
+                            "train_size": n,
+                            "seed": s + 1,
+                            "order_seed": o + 1,
+                            "failed": False,
+                            "best_dev": score,
+                            "n_eval": 872,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def test_crossed_init_and_order_seeds_say_which_source_dominates_per_size() -> None:
+    table = _crossed_table({50: 0.04, 1000: 0.001}, {50: 0.005, 1000: 0.008}, {50: 0.01, 1000: 0.002}, rng=0)
+    fit = fit_mixed(table)
+    names = set(fit.variance_components["component"])
+    assert {"order_seed:train_size@50", "seed:train_size@1000", "residual:1000"} <= names
+    sources = randomness_sources(fit).set_index("train_size")
+    assert sources.loc[50, "dominant"] == "init" and sources.loc[1000, "dominant"] == "order"
+    assert sources[["init_share", "order_share", "residual_share"]].sum(axis=1).round(12).eq(1).all()
+    # Without crossing (order_seed == seed) the model is the default one, and the function says why it cannot split.
+    plain = fit_mixed(
+        simulate_results(frozen_levels=(0, 2), train_sizes=(50, 200), rng=2).assign(order_seed=lambda t: t["seed"])
+    )
+    assert "order_seed" not in set(plain.variance_components["component"])
+    with pytest.raises(ModelFitError, match="order_seeds"):
+        randomness_sources(plain)

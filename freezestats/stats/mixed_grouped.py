@@ -28,6 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from freezestats.exceptions import ModelFitError
 from freezestats.stats._design import (
     _BOUNDARY_TOL,
     _FEW_SEEDS,
@@ -41,10 +42,17 @@ from freezestats.stats._design import (
 from freezestats.stats._mixed_fit import MixedFit
 from freezestats.stats._reml import Component, RemlFit, fit_components
 
-__all__ = ["GROUPED_VARIANCES", "fit_grouped"]
+__all__ = ["GROUPED_VARIANCES", "crossed_orders", "fit_grouped", "randomness_sources"]
 
 GROUPED_VARIANCES = ("per_size", "per_cell")
-_DROP_ORDER = ("subset_draw:train_size", "seed:train_size", "subset_draw", "seed")
+_DROP_ORDER = (
+    "subset_draw:train_size",
+    "order_seed:train_size",
+    "seed:train_size",
+    "subset_draw",
+    "order_seed",
+    "seed",
+)
 _DEFAULT_FLOOR = 1e-8
 
 
@@ -66,7 +74,7 @@ def fit_grouped(prepared: _Prepared, response: str, *, reml: bool, variance: str
         ]
         if not zero:
             break
-        name = next(n for n in _DROP_ORDER if n in zero)
+        name = min(zero, key=lambda z: _DROP_ORDER.index(z.split("@")[0]))  # per-size terms: "seed:train_size@50"
         dropped.append(name)
         random_terms = [c for c in random_terms if c.name != name]
     return _to_mixed_fit(prepared, response, reml, variance, x, components, fit, dropped)
@@ -76,6 +84,8 @@ def _random_terms(prepared: _Prepared) -> list[Component]:
     frame = prepared.frame
     seed_size = frame["seed"].astype(str) + ":" + frame["train_size"].astype(str)
     terms = [Component("seed", "random", z=_indicators(frame["seed"]))]
+    if crossed_orders(frame):
+        return terms + _crossed_order_terms(prepared)
     if len(prepared.train_sizes) > 1:
         terms.append(Component("seed:train_size", "random", z=_indicators(seed_size)))
     if prepared.n_subset_draws > 1:
@@ -83,6 +93,28 @@ def _random_terms(prepared: _Prepared) -> list[Component]:
         terms.append(Component("subset_draw", "random", z=_indicators(frame["subset_draw"])))
         if len(prepared.train_sizes) > 1:
             terms.append(Component("subset_draw:train_size", "random", z=_indicators(draw_size)))
+    return terms
+
+
+def crossed_orders(frame: pd.DataFrame) -> bool:
+    """Whether the data order was seeded apart from the initialisation and crossed with it (``order_seeds``)."""
+    if "order_seed" not in frame.columns or frame["order_seed"].isna().any():
+        return False
+    return frame[["seed", "order_seed"]].drop_duplicates().shape[0] > frame["seed"].nunique()
+
+
+def _crossed_order_terms(prepared: _Prepared) -> list[Component]:
+    """Init seed and data-order seed crossed (Dodge et al. 2020): an intercept for each, and a by-size intercept
+    for each with its own variance per train size, so the report can say which source dominates at each size."""
+    frame = prepared.frame
+    sizes = frame["train_size"].astype(int).to_numpy()
+    terms = [Component("order_seed", "random", z=_indicators(frame["order_seed"]))]
+    for source in ("seed", "order_seed"):
+        by_size = frame[source].astype(str) + ":" + frame["train_size"].astype(str)
+        z = _indicators(by_size)
+        for n in prepared.train_sizes:
+            rows = sizes == n
+            terms.append(Component(f"{source}:train_size@{n}", "random", z=z * rows[:, None]))
     return terms
 
 
@@ -108,7 +140,7 @@ def _floor(frame: pd.DataFrame) -> float:
 
 def _blocks(prepared: _Prepared, random_terms: list[Component]) -> list[np.ndarray]:
     """Seeds are independent blocks of V unless a subset-draw term crosses them."""
-    if any(c.name.startswith("subset_draw") for c in random_terms):
+    if any(c.name.startswith(("subset_draw", "order_seed")) for c in random_terms):
         return [np.arange(len(prepared.frame))]
     seeds = prepared.frame["seed"].to_numpy()
     return [np.flatnonzero(seeds == s) for s in np.unique(seeds)]
@@ -221,9 +253,11 @@ def _variance_table(components: list[Component], fit: RemlFit, dropped: list[str
 
 
 def _size_of(name: str) -> float:
-    if not name.startswith("residual:"):
-        return math.nan
-    return float(name.rsplit("@", 1)[-1].removeprefix("residual:"))
+    if name.startswith("residual:"):
+        return float(name.rsplit("@", 1)[-1].removeprefix("residual:"))
+    if ":train_size@" in name:
+        return float(name.rsplit("@", 1)[-1])
+    return math.nan
 
 
 def _icc(table: pd.DataFrame) -> float:
@@ -239,3 +273,36 @@ def _formula(response: str, components: list[Component], variance: str) -> str:
     terms = " + ".join(f"(1 | {c.name})" for c in components if c.kind == "random")
     weights = {"per_size": "varIdent(~1 | train_size)", "per_cell": "varIdent(~1 | frozen_layers:train_size)"}
     return f"{response} ~ {FIXED_FORMULA}" + (f" + {terms}" if terms else "") + f", weights = {weights[variance]}"
+
+
+def randomness_sources(fit: MixedFit) -> pd.DataFrame:
+    """Per train size, how much of a run's variance comes from the initialisation seed, the data-order seed and
+    the rest (their interaction and everything else), from a fit of crossed ``seed`` x ``order_seed`` runs.
+
+    Columns ``train_size, init_var, order_var, residual_var, init_share, order_share, residual_share,
+    dominant``. The init variance at a size is ``seed + seed:train_size@size``, the order variance likewise.
+    """
+    table = fit.variance_components.set_index("component")["variance"]
+    if "order_seed" not in table.index:
+        raise ModelFitError(
+            "randomness_sources needs runs whose data order was seeded apart from the initialisation and crossed "
+            "with it (`[grid] order_seeds` in the spec); this fit has no order_seed term."
+        )
+    rows = []
+    for n in fit.train_sizes:
+        init = float(table.get("seed", 0.0) + table.get(f"seed:train_size@{n}", 0.0))
+        order = float(table.get("order_seed", 0.0) + table.get(f"order_seed:train_size@{n}", 0.0))
+        resid = float(table.get(f"residual:{n}", np.nan))
+        total = init + order + resid
+        shares = {"init": init / total, "order": order / total, "residual": resid / total}
+        rows.append(
+            {
+                "train_size": int(n),
+                "init_var": init,
+                "order_var": order,
+                "residual_var": resid,
+                **{f"{k}_share": v for k, v in shares.items()},
+                "dominant": max(("init", "order"), key=lambda k: shares[k]),
+            }
+        )
+    return pd.DataFrame(rows)
