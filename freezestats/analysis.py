@@ -219,10 +219,18 @@ def analyze(
             if fit_name == "all_runs":
                 _answer_as_tests(result, attempt, fit, one, task, reference, margin, adjust_across)
             if model == "mixed" and fit_name == "all_runs":
-                attempt("power", task, lambda fit=fit: power_by_simulation(fit, result.settings["delta"], n_sim=1000))
+                task_margin = result.settings["margins"].get(task)
+                attempt(
+                    "power",
+                    task,
+                    lambda fit=fit, m=task_margin: power_by_simulation(
+                        fit, result.settings["delta"], n_sim=1000, margin=m
+                    ),
+                )
                 if "power" in result.tables:
                     curve = result.tables["power"][result.tables["power"]["task"] == task]
                     result.settings.setdefault("seeds_for_80pct_power", {})[task] = seeds_for_power(curve)
+                    result.settings.setdefault("seeds_per_size", {})[task] = _seeds_per_size(curve)
         if model in ("mixed", "ols"):
             attempt("interaction_test", task, lambda one=one: stats.interaction_test(one, response))
             attempt("variance_homogeneity", task, lambda one=one: variance_homogeneity(one, response))
@@ -255,6 +263,22 @@ def _failure_summary(runs: pd.DataFrame, response: str) -> pd.DataFrame:
 
     failed = flag_failures(runs, checkpoint=CHECKPOINT_OF[response], rule="binomial")
     return failure_summary(runs, failed, response=response).assign(rule="binomial", checkpoint=CHECKPOINT_OF[response])
+
+
+def _seeds_per_size(curve: pd.DataFrame) -> dict[str, dict[str, int | None]]:
+    """Seeds needed per train size: for 80% power to detect delta (Holm within the size), and for 80% power to
+    call a depth with no true cost non-inferior at the margin."""
+    from freezestats.stats.power import seeds_for_power
+
+    out = {}
+    for size, part in curve.groupby("train_size"):
+        entry = {"detect_delta": seeds_for_power(part.drop(columns="train_size"))}
+        if "power_noninferior" in part.columns:
+            entry["noninferior"] = seeds_for_power(
+                part.drop(columns=["train_size", "power"]).rename(columns={"power_noninferior": "power"})
+            )
+        out[str(int(size))] = entry
+    return out
 
 
 def _warn_unequal_spread(result: Analysis, task: str, model: str, variance: str) -> None:
@@ -491,9 +515,16 @@ def summary_lines(analysis: Analysis) -> list[str]:
                 for r in op[op["task"] == task].itertuples()
             ]
             lines.append("  90% of full quality: " + "; ".join(parts))
-        n80 = s.get("seeds_for_80pct_power", {}).get(task)
-        if "power" in analysis.tables:
-            lines.append(f"  seeds per cell for 80% power at Δ={s['delta']}: {n80 if n80 else '> 20'}")
+        per_size = s.get("seeds_per_size", {}).get(task)
+        if per_size:
+            parts = [
+                f"n={size}: Δ {v['detect_delta'] or '>20'}, non-inferior {v.get('noninferior') or '>20'}"
+                for size, v in per_size.items()
+            ]
+            lines.append(
+                f"  seeds per cell for 80% power (Δ={s['delta']}, Holm within size; margin "
+                f"{s['margins'].get(task)}; SDs taken as known): " + "; ".join(parts)
+            )
     pooled = analysis.tables.get("task_interaction_test")
     if pooled is not None:
         r = pooled.iloc[0]

@@ -45,3 +45,37 @@ def test_seeds_for_power() -> None:
 def test_bad_arguments(kwargs: dict, message: str) -> None:
     with pytest.raises(ModelFitError, match=message):
         power_by_simulation(_Fit(0.01, 0.02), **kwargs)
+
+
+class _PerSizeFit:
+    """A per-size fit with four frozen levels: residual SD 0.05 at n = 50 and 0.005 at n = 1000."""
+
+    frozen_levels = (0, 2, 4, 6)
+
+    def __init__(self) -> None:
+        self.variance_components = pd.DataFrame(
+            {
+                "component": ["seed", "residual:50", "residual:1000"],
+                "variance": [1e-4, 0.05**2, 0.005**2],
+                "sd": [0.01, 0.05, 0.005],
+                "train_size": [np.nan, 50.0, 1000.0],
+            }
+        )
+
+
+def test_per_size_power_simulates_the_holm_family_and_non_inferiority() -> None:
+    from scipy import stats
+
+    curve = power_by_simulation(_PerSizeFit(), delta=0.01, n_seeds=[3, 5, 8], n_sim=4000, margin=0.01, rng=1)
+    assert set(curve["train_size"]) == {50.0, 1000.0} and (curve["n_levels"] == 4).all()
+    big = curve[curve["train_size"] == 1000].set_index("n_seeds")
+    small = curve[curve["train_size"] == 50].set_index("n_seeds")
+    assert (big["power"] > small["power"]).all()  # the stable size needs fewer seeds
+    # Holm over 3 contrasts costs power against the unadjusted test of the same df.
+    assert (curve["power"] <= curve["analytic_power"] + 4 * curve["mc_se"]).all()
+    assert (big["analytic_power"] - big["power"]).max() > 0.02
+    # Non-inferiority of a level with no true cost: P(lower bound > -margin) is a noncentral t probability.
+    for n, row in big.iterrows():
+        df = (n - 1) * 3
+        exact = stats.nct.sf(stats.t.ppf(0.95, df), df, 0.01 / (np.sqrt(2 / n) * 0.005))
+        assert abs(row["power_noninferior"] - exact) < 4 * np.sqrt(exact * (1 - exact) / 4000) + 1e-3

@@ -26,6 +26,7 @@ def power_by_simulation(
     n_sim: int = 2000,
     alpha: float = 0.05,
     rng: int = 0,
+    margin: float | None = None,
 ) -> pd.DataFrame:
     """Power to detect a difference ``delta`` between two freeze levels at one train size, per number of seeds.
 
@@ -45,6 +46,8 @@ def power_by_simulation(
         Two-sided significance level.
     rng
         Seed of the simulation.
+    margin
+        Non-inferiority margin; adds ``power_noninferior`` and ``margin`` columns.
 
     Returns
     -------
@@ -56,12 +59,16 @@ def power_by_simulation(
 
     Notes
     -----
-    Each simulated study draws, for ``n`` seeds, ``y[s, c] = μ_c + b_s + e[s, c]`` with
-    ``b_s ~ N(0, σ²_seed)``, ``e ~ N(0, σ²_resid)`` and ``μ_1 − μ_0 = Δ``, and tests the contrast with the
-    mixed model's test for this balanced two-cell design: a paired t-test on the per-seed differences, with
-    ``n − 1`` degrees of freedom (the seed intercept cancels, so ``σ²_seed`` does not affect power). In a full
-    study the contrast's residual variance is pooled over all cells, which gives more degrees of freedom:
-    the power reported here is therefore slightly conservative for small ``n``. Failed (collapsed) runs are
+    Each simulated study draws, at one train size, ``y[s, c] = μ_c + b_s + e[s, c]`` for ``n`` seeds and the
+    fit's ``K`` frozen levels, with ``e ~ N(0, σ²_size)`` (that size's residual variance) and one level ``Δ`` away
+    from the reference (the others null), and runs the analysis ``analyze`` runs there: the per-size model's
+    contrasts (the seed and seed-by-size effects cancel within a size, so the residual variance is estimated
+    from the seed × level table with ``(n − 1)(K − 1)`` df), Holm-adjusted over the ``K − 1`` contrasts of the
+    size. Nothing is refitted: the contrast depends on one size's variance only, so its sampling distribution
+    is simulated directly, which keeps this fast. ``analytic_power`` is the unadjusted test's exact power
+    (noncentral t), equal to the simulated power when ``K = 2``. With ``margin``, ``power_noninferior`` is the
+    power to call a level with no true cost non-inferior (one-sided lower bound above ``-margin``). Failed
+    (collapsed) runs are
     not simulated; fit the model without them (``include_failed=False``) when they are analysed apart.
     The estimated SDs are used as if known: their sampling uncertainty (with 5 seeds a per-size SD rests on
     ~12 df) is ignored, so read the seeds needed as a point estimate.
@@ -86,10 +93,12 @@ def power_by_simulation(
     generator = np.random.default_rng(rng)
     frames = []
     for train_size, resid_sd in residuals:
-        curve = _power_curve(generator, sizes, delta, seed_sd, resid_sd, n_sim, alpha)
+        levels = len(getattr(fit, "frozen_levels", (0, 1)))
+        curve = _power_curve(generator, sizes, delta, seed_sd, resid_sd, n_sim, alpha, levels, margin)
         frames.append(curve.assign(train_size=train_size))
     columns = ["train_size", "n_seeds", "power", "mc_se", "analytic_power", "delta", "alpha", "seed_sd", "resid_sd"]
-    return pd.concat(frames, ignore_index=True)[[*columns, "n_sim"]]
+    extra = ["power_noninferior", "margin"] if margin is not None else []
+    return pd.concat(frames, ignore_index=True)[[*columns, *extra, "n_levels", "n_sim"]]
 
 
 def _residual_sds(components: pd.DataFrame) -> list[tuple[float, float]]:
@@ -114,33 +123,66 @@ def _power_curve(
     resid_sd: float,
     n_sim: int,
     alpha: float,
+    n_levels: int = 2,
+    margin: float | None = None,
 ) -> pd.DataFrame:
+    """Simulate the within-size analysis that ``analyze`` runs: ``n_levels`` frozen levels over ``n`` seeds, the
+    residual variance estimated from the seed x level table (the per-size model's, with the seed effects absorbed
+    by ``seed:train_size``: df ``(n-1)(n_levels-1)``), ``n_levels - 1`` contrasts against the reference, Holm within
+    the size. One level differs by ``delta``; the others are null. With a margin, also the power to call a level
+    with no true cost non-inferior (one-sided lower bound above ``-margin``)."""
     rows = []
+    m = n_levels - 1
     for n in sizes:
-        seed_effect = generator.normal(0.0, seed_sd, size=(n_sim, n, 1))
-        noise = generator.normal(0.0, resid_sd, size=(n_sim, n, 2))
-        y = np.array([0.0, delta]) + seed_effect + noise
-        diff = y[:, :, 1] - y[:, :, 0]
-        t = diff.mean(axis=1) / (diff.std(axis=1, ddof=1) / np.sqrt(n))
-        p = 2 * stats.t.sf(np.abs(t), df=n - 1)
-        power = float(np.mean(p < alpha))
-        crit = stats.t.ppf(1 - alpha / 2, df=n - 1)
+        df = (n - 1) * m
+        means = np.zeros(n_levels)
+        means[1] = delta
+        y = means + generator.normal(0.0, resid_sd, size=(n_sim, n, n_levels))  # seed effects cancel: not drawn
+        resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=2, keepdims=True) + y.mean(axis=(1, 2), keepdims=True)
+        sigma2 = (resid**2).sum(axis=(1, 2)) / df
+        se = np.sqrt(2 * sigma2 / n)
+        estimate = y[:, :, 1:].mean(axis=1) - y[:, :, :1].mean(axis=1)  # n_sim x m
+        t = estimate / se[:, None]
+        p = 2 * stats.t.sf(np.abs(t), df=df)
+        power = float(np.mean(_holm_rows(p)[:, 0] < alpha))
+        crit = stats.t.ppf(1 - alpha / 2, df=df)
         ncp = delta / (np.sqrt(2) * resid_sd / np.sqrt(n))
-        analytic = float(stats.nct.sf(crit, n - 1, ncp) + stats.nct.cdf(-crit, n - 1, ncp))
-        rows.append(
-            {
-                "n_seeds": n,
-                "power": power,
-                "mc_se": float(np.sqrt(power * (1 - power) / n_sim)),
-                "analytic_power": analytic,
-                "delta": float(delta),
-                "alpha": alpha,
-                "seed_sd": seed_sd,
-                "resid_sd": resid_sd,
-                "n_sim": n_sim,
-            }
-        )
+        row = {
+            "n_seeds": n,
+            "power": power,
+            "mc_se": float(np.sqrt(power * (1 - power) / n_sim)),
+            "analytic_power": _analytic_power(crit, df, ncp),
+            "delta": float(delta),
+            "alpha": alpha,
+            "seed_sd": seed_sd,
+            "resid_sd": resid_sd,
+            "n_levels": n_levels,
+            "n_sim": n_sim,
+        }
+        if margin is not None:
+            null_estimate = estimate[:, -1] - (delta if m == 1 else 0.0)  # a level with no true cost
+            lower = null_estimate - stats.t.ppf(1 - alpha, df) * se
+            row["power_noninferior"] = float(np.mean(lower > -margin))
+            row["margin"] = float(margin)
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _analytic_power(crit: float, df: float, ncp: float) -> float:
+    """Exact two-sided power of the unadjusted t test; scipy's noncentral t gives NaN far in the tail (power 1)."""
+    value = float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
+    return value if np.isfinite(value) else float(abs(ncp) > crit)
+
+
+def _holm_rows(p: np.ndarray) -> np.ndarray:
+    """Holm-adjusted p values of each row (one simulated family per row), vectorised."""
+    m = p.shape[1]
+    order = np.argsort(p, axis=1)
+    ranked = np.take_along_axis(p, order, axis=1) * (m - np.arange(m))
+    adjusted = np.minimum(1.0, np.maximum.accumulate(ranked, axis=1))
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, adjusted, axis=1)
+    return out
 
 
 def seeds_for_power(curve: pd.DataFrame, target: float = 0.8) -> int | None:
