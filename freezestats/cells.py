@@ -1,9 +1,11 @@
 """Expand a study spec into cells: the units of work, each one fine-tuning run.
 
-A grid cell is (task, frozen_layers, train_size, subset_draw, seed) with the learning rate it runs at.
+A grid cell is (task, frozen_layers, train_size, subset_draw, seed) with the learning rate it runs at;
+with ``grid.order_seeds`` the data-order seed joins it (every seed crossed with every order seed).
 With a learning-rate search, search cells add the candidate rate to that key; they run on the search
-seeds (``lr_search.seeds``, disjoint from the grid's unless ``lr_search.reuse``). Cells are values: the
-runner enqueues each one as an Optuna trial and recognises it again by :attr:`Cell.key`.
+seeds (``lr_search.seeds``, disjoint from the grid's unless ``lr_search.reuse``), each in its own seed's
+data order. Cells are values: the runner enqueues each one as an Optuna trial and recognises it again by
+:attr:`Cell.key`.
 """
 
 from __future__ import annotations
@@ -37,12 +39,22 @@ class Cell:
     seed: int
     learning_rate: float
     role: CellRole = CellRole.GRID
+    order_seed: int | None = None
+    """The data-order seed when the grid crosses it with ``seed`` (``grid.order_seeds``); ``None``: the data
+    order follows ``seed``, as in every study made before order seeds existed."""
 
     @property
     def key(self) -> str:
-        """Identity of the cell within its study; search cells also differ by rate."""
+        """Identity of the cell within its study; search cells also differ by rate, crossed cells by order seed."""
         base = f"{self.task}|frozen={self.frozen_layers}|n={self.train_size}|draw={self.subset_draw}|seed={self.seed}"
+        if self.order_seed is not None:
+            base = f"{base}|order_seed={self.order_seed}"
         return f"search|{base}|lr={self.learning_rate:g}" if self.role is CellRole.SEARCH else base
+
+    @property
+    def data_order_seed(self) -> int:
+        """The seed of the training data order: ``order_seed`` when crossed, else ``seed``."""
+        return self.seed if self.order_seed is None else self.order_seed
 
     @property
     def group(self) -> tuple[str, int, int, int]:
@@ -50,8 +62,8 @@ class Cell:
         return (self.task, self.train_size, self.subset_draw, self.frozen_layers)
 
     def params(self) -> dict[str, Any]:
-        """Optuna trial parameters (what distinguishes trials in the dashboard)."""
-        return {
+        """Optuna trial parameters (what distinguishes trials in the dashboard); ``order_seed`` only when crossed."""
+        params: dict[str, Any] = {
             "task": self.task,
             "frozen_layers": self.frozen_layers,
             "train_size": self.train_size,
@@ -59,6 +71,9 @@ class Cell:
             "seed": self.seed,
             "learning_rate": self.learning_rate,
         }
+        if self.order_seed is not None:
+            params["order_seed"] = self.order_seed
+        return params
 
 
 def resolve_train_size(size: int | str, pool_size: int) -> int:
@@ -92,10 +107,13 @@ def reusable_search_cell(spec: StudySpec, cell: Cell) -> Cell | None:
     """The search cell whose run ``cell`` (a grid cell) copies, or None: only with ``lr_search.reuse``.
 
     Without ``reuse`` no grid cell is a copy: the search seeds differ from the grid seeds, and a run
-    chosen because it scored well would carry the winner's curse into the grid.
+    chosen because it scored well would carry the winner's curse into the grid. A crossed cell (with an
+    ``order_seed``) is never a copy either: search runs follow their own seed's data order.
     """
     search = spec.lr_search
     if not search.reuse or search.mode == "none" or (search.mode == "full-model" and cell.frozen_layers != 0):
+        return None
+    if cell.order_seed is not None:
         return None
     return Cell(
         cell.task, cell.frozen_layers, cell.train_size, cell.subset_draw, cell.seed, cell.learning_rate, CellRole.SEARCH
@@ -107,8 +125,10 @@ def grid_cells(
     pool_sizes: Mapping[str, int],
     chosen_rates: Mapping[tuple[str, int, int, int], float] | None = None,
 ) -> list[Cell]:
-    """The grid, on the grid seeds. With a search, ``chosen_rates`` maps :attr:`Cell.group` to its rate;
-    groups not yet decided are left out (their cells cannot run before their search finishes)."""
+    """The grid, on the grid seeds (each crossed with every ``grid.order_seeds``, when given). With a search,
+    ``chosen_rates`` maps :attr:`Cell.group` to its rate; groups not yet decided are left out (their cells
+    cannot run before their search finishes)."""
+    order_seeds: tuple[int | None, ...] = spec.grid.order_seeds if spec.grid.order_seeds is not None else (None,)
     cells = []
     for task, n, draw, k, seed in _combinations(spec, pool_sizes, spec.grid.frozen_layers, spec.grid.seeds):
         if spec.lr_search.mode == "none":
@@ -118,5 +138,5 @@ def grid_cells(
             if chosen_rates is None or group not in chosen_rates:
                 continue
             rate = chosen_rates[group]
-        cells.append(Cell(task, k, n, draw, seed, rate))
+        cells.extend(Cell(task, k, n, draw, seed, rate, order_seed=order) for order in order_seeds)
     return cells

@@ -60,6 +60,7 @@ RESULT_COLUMNS = [
     "top_class_share_best",
     "top_class_share_heldout",
     "top_class_share_final",
+    "order_seed",
 ]
 STATUS_COLUMNS = [
     "cell",
@@ -99,7 +100,8 @@ def results_table(study: optuna.Study, include_incomplete: bool = False) -> pd.D
     frame = frame.reindex(columns=RESULT_COLUMNS + extra)
     return (
         frame.sort_values(
-            ["role", "task", "train_size", "frozen_layers", "subset_draw", "seed", "trial"], ignore_index=True
+            ["role", "task", "train_size", "frozen_layers", "subset_draw", "seed", "order_seed", "trial"],
+            ignore_index=True,
         )
         if len(frame)
         else frame
@@ -121,6 +123,8 @@ def _row(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
             row[column] = attrs.get(column)
     if row["frozen_dropout"] is None:  # trials stored before the setting existed ran the blog's protocol
         row["frozen_dropout"] = "on"
+    if row["order_seed"] is None:  # not crossed (or stored before order seeds existed): the order followed the seed
+        row["order_seed"] = row["seed"]
     for name, value in attrs.get("final_metrics", {}).items():
         row[f"final_{name}"] = value
     return row

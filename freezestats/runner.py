@@ -89,6 +89,7 @@ class PreparedStudy:
         """Trials the study will hold when done (search trials plus grid cells)."""
         g = self.spec.grid
         n_grid = len(self.spec.tasks) * len(g.train_sizes) * g.subset_draws * len(g.frozen_layers) * len(g.seeds)
+        n_grid *= len(g.order_seeds) if g.order_seeds is not None else 1
         return n_grid + len(search_cells(self.spec, self.pool_sizes))
 
 
@@ -503,6 +504,7 @@ class _Runner:
             strategy=self.spec.model.strategy,
             frozen_layers=cell.frozen_layers,
             seed=cell.seed,
+            order_seed=cell.data_order_seed,
             learning_rate=cell.learning_rate,
             training=self.spec.training,
             tokenizer=load_tokenizer(self.spec.model.name),
@@ -532,6 +534,7 @@ class _Runner:
             "lr_search": self.spec.lr_search.mode,
             "lr_search_reuse": self.spec.lr_search.reuse,
             "frozen_dropout": self.spec.training.frozen_dropout,
+            "order_seed": cell.data_order_seed,  # the seed of the data order: `seed` itself unless crossed
             "eval_prefix_cached": outcome.extra["eval_prefix_cached"],
             "train_prefix_cached": outcome.extra["train_prefix_cached"],
             "trainable_params": outcome.trainable_params,
@@ -705,6 +708,8 @@ class _Progress:
                 f"  {role}{cell.task} frozen={cell.frozen_layers} n={cell.train_size} "
                 f"draw={cell.subset_draw} seed={cell.seed} lr={cell.learning_rate:g}"
             )
+            if cell.order_seed is not None:
+                label += f" order_seed={cell.order_seed}"
             self._bar.reset(self._steps, total=1, description=label, visible=True)
 
     def step(self, step: int, total: int) -> None:

@@ -66,6 +66,15 @@ class GridSpec:
     train_sizes: tuple[int | Literal["full"], ...]
     seeds: tuple[int, ...]
     subset_draws: int = 1
+    order_seeds: tuple[int, ...] | None = None
+    """Data-order seeds crossed with ``seeds`` (Dodge et al. 2020): every cell runs for every (seed,
+    order_seed) pair, ``seed`` fixing the head initialisation and dropout and ``order_seed`` the order of
+    the training examples. ``None`` (the key absent): the data order follows ``seed``."""
+
+    @property
+    def crossed(self) -> bool:
+        """Whether the data order has seeds of its own, crossed with the initialisation seeds."""
+        return self.order_seeds is not None
 
 
 @dataclass(frozen=True)
@@ -150,6 +159,8 @@ class StudySpec:
         data = asdict(self)
         data.pop("source")
         data["lr_search"] = self.lr_search.stored_form(self.grid.seeds)
+        if not self.grid.crossed:  # the form stored before `order_seeds` existed: those studies keep their hash
+            del data["grid"]["order_seeds"]
         data["primary_metric"] = dict(sorted(self.primary_metric.items()))
         return data
 
@@ -227,7 +238,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     )
 
     grid_raw = p.table(raw, "grid")
-    p.keys(grid_raw, "grid.", {"frozen_layers", "train_sizes", "seeds", "subset_draws"})
+    p.keys(grid_raw, "grid.", {"frozen_layers", "train_sizes", "seeds", "subset_draws", "order_seeds"})
     frozen = tuple(
         p.integer(v, f"grid.frozen_layers[{i}]", low=-1)
         for i, v in enumerate(p.nonempty_list(grid_raw, "frozen_layers", "grid."))
@@ -238,13 +249,25 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     seeds = tuple(
         p.integer(v, f"grid.seeds[{i}]", low=0) for i, v in enumerate(p.nonempty_list(grid_raw, "seeds", "grid."))
     )
-    for values, key in ((frozen, "grid.frozen_layers"), (sizes, "grid.train_sizes"), (seeds, "grid.seeds")):
+    order_seeds = None
+    if "order_seeds" in grid_raw:
+        order_seeds = tuple(
+            p.integer(v, f"grid.order_seeds[{i}]", low=0)
+            for i, v in enumerate(p.nonempty_list(grid_raw, "order_seeds", "grid."))
+        )
+    for values, key in (
+        (frozen, "grid.frozen_layers"),
+        (sizes, "grid.train_sizes"),
+        (seeds, "grid.seeds"),
+        (order_seeds or (), "grid.order_seeds"),
+    ):
         p.unique(values, key)
     grid = GridSpec(
         frozen_layers=frozen,
         train_sizes=tuple(sizes),
         seeds=seeds,
         subset_draws=p.integer(grid_raw.get("subset_draws", 1), "grid.subset_draws", low=1),
+        order_seeds=order_seeds,
     )
 
     tr = p.table(raw, "training")
@@ -334,6 +357,11 @@ def _parse_lr_search(p: _Parser, lr_raw: Mapping[str, Any], grid: GridSpec) -> L
         for i, v in enumerate(p.nonempty_list(lr_raw, "rates", "lr_search."))
     )
     p.unique(rates, "lr_search.rates")
+    if grid.crossed and lr_raw.get("reuse") is True:
+        raise p.fail(
+            "`lr_search.reuse = true` copies search runs into the grid, but search runs follow their seed's data "
+            "order and the grid's `grid.order_seeds` cross it with other orders; drop `reuse` or `grid.order_seeds`"
+        )
     if mode == "full-model" and 0 not in grid.frozen_layers:
         raise p.fail(
             "`lr_search.mode = 'full-model'` searches on the full model, so `grid.frozen_layers` must "
@@ -463,7 +491,13 @@ class _Parser:
         return value
 
 
-_SINGULAR = {"train_sizes": "train_size", "seeds": "seed", "rates": "rate", "tasks": "task"}
+_SINGULAR = {
+    "train_sizes": "train_size",
+    "seeds": "seed",
+    "order_seeds": "order_seed",
+    "rates": "rate",
+    "tasks": "task",
+}
 
 
 def _leaf(key: str) -> str:

@@ -5,8 +5,8 @@ URL works. Conventions:
 
 * every cell is created with ``enqueue_trial`` (state WAITING) and claimed by exactly one worker;
 * the cell's coordinates are trial *params* (task, frozen_layers, train_size, subset_draw, seed,
-  learning_rate); its identity is the user attribute ``cell_key`` and its role (grid or search) the
-  attribute ``role``;
+  learning_rate, and order_seed in a grid crossed with ``grid.order_seeds``); its identity is the user
+  attribute ``cell_key`` and its role (grid or search) the attribute ``role``;
 * results are trial *user attributes* (see :func:`record_outcome`), the objective value is the primary
   metric's ``best_dev``;
 * study-level user attributes hold the spec, its hash, provenance, the exact train-subset indices and
@@ -168,8 +168,8 @@ def artifact_dir_for(url: str) -> Path:
 def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec, extend: bool = False) -> optuna.Study:
     """The study named after the spec; an existing one must have been created from the same spec.
 
-    With ``extend``, the spec may add values to the grid (tasks, frozen levels, sizes, seeds, subset
-    draws) and nothing else: the stored spec is replaced, its predecessors are kept in
+    With ``extend``, the spec may add values to the grid (tasks, frozen levels, sizes, seeds, order seeds,
+    subset draws) and nothing else: the stored spec is replaced, its predecessors are kept in
     ``spec_history``, and only the new cells will run.
     """
     study = optuna.create_study(storage=storage, study_name=spec.name, direction="maximize", load_if_exists=True)
@@ -190,7 +190,8 @@ def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec, 
         problems = _not_an_extension(stored, new)
         if problems:
             raise StorageError(
-                f"--extend may only add grid values (tasks, frozen_layers, train_sizes, seeds, subset_draws) to "
+                "--extend may only add grid values (tasks, frozen_layers, train_sizes, seeds, order_seeds, "
+                f"subset_draws) to "
                 f"study '{spec.name}', but: {'; '.join(problems)}."
             )
         history = [*study.user_attrs.get("spec_history", []), {"spec": stored, "spec_hash": stored_hash}]
@@ -207,6 +208,13 @@ def _not_an_extension(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[st
     grid_lists.update(
         {f"grid.{k}": (old["grid"][k], new["grid"][k]) for k in ("frozen_layers", "train_sizes", "seeds")}
     )
+    old_orders, new_orders = old["grid"].get("order_seeds"), new["grid"].get("order_seeds")
+    if old_orders is None and new_orders is not None:
+        problems.append("grid.order_seeds is added (crossing the data order with the seeds makes every cell new)")
+    elif old_orders is not None and new_orders is None:
+        problems.append(f"grid.order_seeds is removed (it was {old_orders})")
+    elif old_orders is not None:
+        grid_lists["grid.order_seeds"] = (old_orders, new_orders)
     for key, (before, after) in grid_lists.items():
         removed = [v for v in before if v not in after]
         if removed:
@@ -240,9 +248,12 @@ def load_study(storage: optuna.storages.BaseStorage, study_name: str | None) -> 
     return study
 
 
-def cell_distributions(spec: StudySpec) -> dict[str, optuna.distributions.BaseDistribution]:
-    """Distributions of the cell params: wide numeric ranges, so that extending a grid never conflicts."""
-    return {
+def cell_distributions(spec: StudySpec, crossed: bool = False) -> dict[str, optuna.distributions.BaseDistribution]:
+    """Distributions of the cell params: wide numeric ranges, so that extending a grid never conflicts.
+
+    ``crossed``: a grid cell of a study with ``grid.order_seeds``, which has the ``order_seed`` param too.
+    """
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {
         "task": CategoricalDistribution(spec.tasks),
         "frozen_layers": IntDistribution(-1, 4096),
         "train_size": IntDistribution(1, 10**9),
@@ -250,19 +261,26 @@ def cell_distributions(spec: StudySpec) -> dict[str, optuna.distributions.BaseDi
         "seed": IntDistribution(0, 2**32),
         "learning_rate": FloatDistribution(1e-12, 1e12, log=True),
     }
+    if crossed:
+        distributions["order_seed"] = IntDistribution(0, 2**32)
+    return distributions
 
 
 def suggest_cell(trial: optuna.Trial, spec: StudySpec) -> Cell:
-    """Read the enqueued cell back from a claimed trial (suggest returns the enqueued values)."""
+    """Read the enqueued cell back from a claimed trial (suggest returns the enqueued values).
+
+    Grid cells of a crossed study (``grid.order_seeds``) carry an ``order_seed``; search cells never do.
+    """
+    role = CellRole(trial.user_attrs.get("role", CellRole.GRID.value))
     values: dict[str, Any] = {}
-    for name, dist in cell_distributions(spec).items():
+    for name, dist in cell_distributions(spec, crossed=spec.grid.crossed and role is CellRole.GRID).items():
         if isinstance(dist, CategoricalDistribution):
             values[name] = trial.suggest_categorical(name, dist.choices)
         elif isinstance(dist, IntDistribution):
             values[name] = trial.suggest_int(name, dist.low, dist.high)
         else:
             values[name] = trial.suggest_float(name, dist.low, dist.high, log=True)
-    return Cell(**values, role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)))
+    return Cell(**values, role=role)
 
 
 def _cell_params(trial: FrozenTrial) -> dict[str, Any]:
@@ -283,6 +301,7 @@ def cell_from_trial(trial: FrozenTrial) -> Cell:
         seed=int(p["seed"]),
         learning_rate=float(p["learning_rate"]),
         role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)),
+        order_seed=None if p.get("order_seed") is None else int(p["order_seed"]),
     )
 
 
@@ -359,7 +378,7 @@ def copy_trial(study: optuna.Study, source: FrozenTrial, cell: Cell, spec: Study
     study.add_trial(
         optuna.trial.create_trial(
             params=cell.params(),
-            distributions=cell_distributions(spec),
+            distributions=cell_distributions(spec, crossed=cell.order_seed is not None),
             value=source.value,
             user_attrs=attrs,
             state=TrialState.COMPLETE,

@@ -44,13 +44,13 @@ def test_f_test_fits_once_and_lrt_columns(monkeypatch: pytest.MonkeyPatch) -> No
         tasks=("sst2", "cola"), frozen_levels=(0, 2, 4), train_sizes=(50, 200), seed_size_sd=0.03, rng=4
     )
     calls = []
-    real = ftest.fit_components
+    real = ftest.fit_log_variances
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("reml"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ftest, "fit_components", counting)
+    monkeypatch.setattr(ftest, "fit_log_variances", counting)
     fit = fit_pooled(table)
     assert calls == [True, True]  # one REML fit, from two starts (ComponentModel.fit(multistart=True))
     calls.clear()

@@ -260,10 +260,26 @@ def methods(inputs: ReportInputs) -> str:
     lines.append(
         f"**Analysed metric.** `{response}`: {settings.get('response_note', '')}.{caveat} Model: "
         f"`{settings.get('model')}`; reference level {frozen_label(int(settings.get('reference', 0)))}; "
-        f"multiplicity adjustment `{settings.get('adjust')}`"
+        f"superiority contrasts adjusted by `{settings.get('adjust')}` within each train size"
         + (f"; equivalence margin ±{settings['margin']}" if settings.get("margin") else "")
         + "."
     )
+    margins = settings.get("margins") or {}
+    if margins:
+        family = (
+            "all train sizes together (Bonferroni, α/number of sizes)"
+            if settings.get("adjust_across") == "sizes"
+            else "each train size separately"
+        )
+        shown = ", ".join(f"{task} {value:g}" for task, value in margins.items())
+        lines.append(
+            f"**The answer.** Non-inferiority against the reference with margin {shown} (default: 0.01 for "
+            "accuracy and F1, 0.02 for MCC and correlations), one-sided 95% lower bounds from the model above, "
+            "tested in a fixed sequence from shallow to deep freezing and stopped at the first depth that fails "
+            f"(Hsu & Berger 1999; no further adjustment); the family is {family}. A size at which the reference "
+            "is not shown to beat the majority baseline gets no cost statement. Lee et al.'s 90% criterion is "
+            "tested the same way, as μ_k − 0.9·μ_0 ≥ 0."
+        )
     summary = inputs.analysis.tables.get("cell_summary")
     if summary is not None and len(summary):
         lo, hi = int(summary["n"].min()), int(summary["n"].max())

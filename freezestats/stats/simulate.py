@@ -124,6 +124,9 @@ def simulate_results(
     subset_sd: float = 0.0,
     resid_sd: float | Mapping[int, float] | pd.DataFrame = 0.03,
     seed_size_sd: float = 0.0,
+    order_seeds: int | None = None,
+    order_sd: float = 0.0,
+    order_size_sd: float = 0.0,
     n_eval: int = 872,
     fail_rate: float = 0.0,
     majority_baseline: float | None = None,
@@ -149,6 +152,14 @@ def simulate_results(
     seed_size_sd
         Standard deviation of a seed-by-size intercept (a seed's luck that differs between train sizes), the
         ``(1 | seed:train_size)`` term of the default model.
+    order_seeds
+        Number of data-order seeds crossed with the seeds (the runner's ``[grid] order_seeds``, Dodge et al.
+        2020), labelled ``1..order_seeds``: every seed runs with every order seed in every cell. ``None``
+        (default): not crossed, the data order follows the seed (``order_seed = seed``), as in a study without
+        ``order_seeds``; the table is then the one simulated before this option existed.
+    order_sd, order_size_sd
+        Standard deviations of the order-seed intercept (shared by every cell of a task, like the seed's) and
+        of an order-seed-by-size intercept; they need ``order_seeds``.
     n_eval
         Size of the evaluation set; sets ``n_eval`` and ``n_correct``.
     fail_rate
@@ -167,6 +178,7 @@ def simulate_results(
         subset_draw, seed, best_dev, final_dev, heldout, failed, n_eval, n_correct, majority_baseline`` and the
         counts of the best and held-out checkpoints (``n_correct_best``, ``n_correct_heldout`` of
         ``n_eval_heldout``, the score half), rounded from ``best_dev`` and ``heldout``.
+        ``order_seed`` is ``1..order_seeds`` when crossed, else equal to ``seed``.
         Constants: ``study='simulated'``, ``state='complete'``, ``role='grid'``, ``model='simulated'``,
         ``strategy='freeze'``, ``metric='accuracy'``, ``n_layers=max(frozen_levels)``, ``lr_search='none'``,
         ``device='simulated'``, ``trial`` numbers runs from 0. Columns the simulation has no model for
@@ -195,6 +207,11 @@ def simulate_results(
     of the final checkpoint, so it is rounded to ``n_correct / n_eval`` with ``n_correct = round(final_dev *
     n_eval)``, as the runner counts it.
 
+    With ``order_seeds``, a run is indexed by seed :math:`s` and order seed :math:`o` (every pair in every
+    cell) and adds :math:`r_{t,o} + x_{t,o,n}` to :math:`y`: an order-seed intercept (SD ``order_sd``, shared by
+    every cell of a task, the ``(1 | order_seed)`` term) and an order-by-size intercept (SD ``order_size_sd``,
+    ``(1 | order_seed:train_size)``), just as ``seed_size_sd`` adds a seed-by-size one.
+
     With probability ``fail_rate`` a run fails independently of everything else: ``failed=True`` and all three
     responses equal the majority baseline; its expected value is then
     :math:`(1 - p)\mu + p \cdot \text{baseline}`, not ``true_mean``.
@@ -212,6 +229,16 @@ def simulate_results(
         )
     if min(seed_sd, subset_sd, seed_size_sd) < 0:
         raise ValueError(f"standard deviations must be >= 0, but got {seed_sd=}, {subset_sd=}, {seed_size_sd=}.")
+    if order_seeds is None:
+        if order_sd != 0 or order_size_sd != 0:
+            raise ValueError(
+                f"`order_sd` and `order_size_sd` need `order_seeds` (the data order has no seeds of its own "
+                f"without it), but got {order_sd=}, {order_size_sd=} and order_seeds=None."
+            )
+    elif isinstance(order_seeds, bool) or not isinstance(order_seeds, (int, np.integer)) or order_seeds < 1:
+        raise ValueError(f"`order_seeds` must be None or an integer >= 1, but got {order_seeds=}.")
+    if min(order_sd, order_size_sd) < 0:
+        raise ValueError(f"standard deviations must be >= 0, but got {order_sd=}, {order_size_sd=}.")
     if not 0 <= fail_rate <= 1:
         raise ValueError(f"`fail_rate` must be in [0, 1], but got {fail_rate=}.")
     gen = np.random.default_rng(rng)
@@ -225,12 +252,20 @@ def simulate_results(
         runs = cells.merge(pd.DataFrame({"subset_draw": draw_ids}), how="cross").merge(
             pd.DataFrame({"seed": seed_ids}), how="cross"
         )
+        if order_seeds is not None:
+            runs = runs.merge(pd.DataFrame({"order_seed": np.arange(1, order_seeds + 1)}), how="cross")
         n = len(runs)
         eta = runs["true_mean"].to_numpy() + u[runs["seed"].to_numpy() - 1] + v[runs["subset_draw"].to_numpy()]
+        size_codes, _ = pd.factorize(runs["train_size"], sort=True)
         if seed_size_sd > 0:  # drawn only when used, so tables simulated before this option are unchanged
-            size_codes, _ = pd.factorize(runs["train_size"], sort=True)
             w = gen.normal(0.0, seed_size_sd, size=(seeds, size_codes.max() + 1))
             eta = eta + w[runs["seed"].to_numpy() - 1, size_codes]
+        if order_seeds is not None:  # likewise: nothing is drawn for a table that does not cross order seeds
+            order_codes = runs["order_seed"].to_numpy() - 1
+            eta = eta + gen.normal(0.0, order_sd, size=order_seeds)[order_codes]
+            if order_size_sd > 0:
+                x = gen.normal(0.0, order_size_sd, size=(order_seeds, size_codes.max() + 1))
+                eta = eta + x[order_codes, size_codes]
         sd = _run_sds(runs.assign(task=task), resid_sd)
         best, final, heldout = (np.clip(eta + sd * gen.standard_normal(n), 0.0, 1.0) for _ in range(3))
         baseline = _MAJORITY_BASELINE.get(str(task), 0.5) if majority_baseline is None else majority_baseline
@@ -252,7 +287,10 @@ def simulate_results(
         )
         frames.append(runs)
     table = pd.concat(frames, ignore_index=True)
-    table = table.sort_values(["task", "train_size", "frozen_layers", "subset_draw", "seed"], ignore_index=True).assign(
+    if order_seeds is None:
+        table["order_seed"] = table["seed"]  # not crossed: the data order follows the seed, as the runner records
+    keys = ["task", "train_size", "frozen_layers", "subset_draw", "seed", "order_seed"]
+    table = table.sort_values(keys, ignore_index=True).assign(
         study="simulated",
         trial=lambda f: np.arange(len(f)),
         state="complete",
