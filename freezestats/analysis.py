@@ -116,8 +116,15 @@ def analyze(
     n_boot: int = 2000,
     pooled: bool = False,
     adjust_across: str = "none",
+    bootstrap_tests: int = 0,
+    progress: Callable[[int, int], object] | None = None,
 ) -> Analysis:
-    """Run every analysis of the study on ``data`` (the results table), one task at a time."""
+    """Run every analysis of the study on ``data`` (the results table), one task at a time.
+
+    ``bootstrap_tests > 0`` adds a parametric-bootstrap likelihood-ratio test of the frozen × size interaction
+    (``interaction_test_bootstrap``) with that many draws, reporting each draw to ``progress(done, total)``; it is
+    not in the default path, which stays within seconds for a 350-run table.
+    """
     from freezestats import stats
     from freezestats.stats._checks import normalize_results
     from freezestats.stats.failures import failure_model, failure_rates
@@ -195,6 +202,7 @@ def analyze(
         # The side-by-side with the blog uses the blog's own number, best_dev, whatever the analysed metric.
         attempt("reference_comparison", task, lambda one=one: compare_with_reference(one, response="best_dev"))
         attempt("paired_contrasts", task, lambda one=one: paired_contrasts(one, response, reference=reference))
+        all_runs_fit = None
         for fit_name, include_failed in (("all_runs", True), ("without_failed", False)):
             labels = {"fit": fit_name}
             try:
@@ -202,6 +210,8 @@ def analyze(
             except ModelFitError as err:
                 result.warnings.append(f"{task}: {model} model ({fit_name}) not fitted: {err}")
                 continue
+            if fit_name == "all_runs":
+                all_runs_fit = fit
             result.add("fixed_effects", task, fit.fixed_effects, **labels)
             result.add("diagnostics", task, _diagnostics_table(fit, model), **labels)
             result.warnings.extend(f"{task}: {model} ({fit_name}): {w}" for w in fit.diagnostics.warnings)
@@ -232,7 +242,22 @@ def analyze(
                     result.settings.setdefault("seeds_for_80pct_power", {})[task] = seeds_for_power(curve)
                     result.settings.setdefault("seeds_per_size", {})[task] = _seeds_per_size(curve)
         if model in ("mixed", "ols"):
-            attempt("interaction_test", task, lambda one=one: stats.interaction_test(one, response))
+            # The test of the mixed model (the one fitted above when the model is mixed, not refitted).
+            kind = variance if model == "mixed" else "per_size"
+            reuse = all_runs_fit if model == "mixed" else None
+            attempt(
+                "interaction_test",
+                task,
+                lambda one=one, kind=kind, reuse=reuse: stats.interaction_test(one, response, variance=kind, fit=reuse),
+            )
+            if bootstrap_tests > 0:
+                attempt(
+                    "interaction_test_bootstrap",
+                    task,
+                    lambda one=one, kind=kind: stats.interaction_test(
+                        one, response, variance=kind, method="bootstrap", n_boot=bootstrap_tests, progress=progress
+                    ),
+                )
             attempt("variance_homogeneity", task, lambda one=one: variance_homogeneity(one, response))
             _warn_unequal_spread(result, task, model, variance)
     if pooled:
@@ -243,7 +268,7 @@ def analyze(
             fit = fit_pooled(chosen, response)
             result.tables["pooled_fixed_effects"] = fit.fixed_effects
             result.tables["pooled_variance_components"] = fit.variance_components
-            result.tables["task_interaction_test"] = task_interaction_test(chosen, response)
+            result.tables["task_interaction_test"] = task_interaction_test(chosen, response, fit=fit)
             result.warnings.extend(f"pooled model: {w}" for w in fit.warnings)
         except ModelFitError as err:
             result.warnings.append(f"pooled model not fitted: {err}")
@@ -477,6 +502,13 @@ def read_analysis(in_dir: str | Path) -> Analysis:
     return Analysis(settings=settings, tables=tables, warnings=warnings)
 
 
+def _test_text(row: Any) -> str:
+    """An F test as F(num, den) = f, p; a likelihood-ratio test (no F) as LR = x, df, p."""
+    if pd.notna(getattr(row, "f_stat", float("nan"))):
+        return f"F({int(row.num_df)}, {row.den_df:.1f}) = {row.f_stat:.2f}, p={row.p_val:.3g} (Satterthwaite df)"
+    return f"LR={row.lr_stat:.2f}, df={int(row.df)}, p={row.p_val:.3g}"
+
+
 def summary_lines(analysis: Analysis) -> list[str]:
     """A short human summary: the contrasts against full fine-tuning and what the study says."""
     s = analysis.settings
@@ -507,7 +539,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
         inter = analysis.tables.get("interaction_test")
         if inter is not None and (inter["task"] == task).any():
             r = inter[inter["task"] == task].iloc[0]
-            lines.append(f"  frozen × size interaction: LR={r.lr_stat:.2f}, df={int(r.df)}, p={r.p_val:.3g}")
+            lines.append(f"  frozen × size interaction: {_test_text(r)}")
         op = analysis.tables.get("operating_point")
         if op is not None and (op["task"] == task).any():
             parts = [
@@ -528,8 +560,6 @@ def summary_lines(analysis: Analysis) -> list[str]:
     pooled = analysis.tables.get("task_interaction_test")
     if pooled is not None:
         r = pooled.iloc[0]
-        lines.append(
-            f"[all tasks] does freezing act differently per task? LR={r.lr_stat:.2f}, df={int(r.df)}, p={r.p_val:.3g}"
-        )
+        lines.append(f"[all tasks] does freezing act differently per task? {_test_text(r)}")
     lines.extend(f"warning: {w}" for w in analysis.warnings)
     return lines

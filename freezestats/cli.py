@@ -8,13 +8,15 @@ Ctrl-C during ``run`` exits with 130 after the interrupted trial is recorded, so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freezestats import __version__
-from freezestats.exceptions import FreezestatsError, SpecError
+from freezestats.exceptions import FreezestatsError, ModelFitError, SpecError
 
 if TYPE_CHECKING:
     from freezestats.runner import RunReport
@@ -222,6 +224,13 @@ class _Analyze(_Command):
         parser.add_argument("--delta", type=float, help="difference for the power analysis (default: margin or 0.02)")
         parser.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
         parser.add_argument("--pooled", action="store_true", help="also fit all tasks in one model with a task term")
+        parser.add_argument(
+            "--bootstrap-tests",
+            type=int,
+            default=0,
+            metavar="N",
+            help="also a parametric-bootstrap LRT of the frozen x size interaction with N draws (slow; progress bar)",
+        )
         parser.add_argument("-o", "--output", default="analysis", help="output folder (default ./analysis)")
         parser.add_argument("--json", action="store_true", help="print analysis.json instead of the summary")
 
@@ -234,20 +243,10 @@ class _Analyze(_Command):
 
             storage = DEFAULT_STORAGE
         table = load_results(storage, args.results, args.study_name)
-        analysis = analyze(
-            table,
-            model=args.model,
-            response=args.metric,
-            variance=args.variance,
-            tasks=args.task,
-            reference=args.reference,
-            margin=args.margin,
-            adjust=args.adjust,
-            adjust_across=args.adjust_across,
-            delta=args.delta,
-            n_boot=args.n_boot,
-            pooled=args.pooled,
-        )
+        if args.bootstrap_tests < 0:
+            raise ModelFitError(f"`--bootstrap-tests` must be >= 0, but got {args.bootstrap_tests}.")
+        with _bootstrap_progress(args.bootstrap_tests) as progress:
+            analysis = _run_analyze(analyze, table, args, progress)
         study = load_study_record(storage, args.study_name) if storage is not None else None
         path = write_analysis(analysis, args.output, results=table, study=study)
         if args.json:
@@ -256,6 +255,42 @@ class _Analyze(_Command):
             print("\n".join(summary_lines(analysis)))
             print(f"Tables and analysis.json in {args.output}/")
         return 0
+
+
+def _run_analyze(analyze: Callable[..., Any], table: Any, args: argparse.Namespace, progress: Any) -> Any:
+    return analyze(
+        table,
+        model=args.model,
+        response=args.metric,
+        variance=args.variance,
+        tasks=args.task,
+        reference=args.reference,
+        margin=args.margin,
+        adjust=args.adjust,
+        adjust_across=args.adjust_across,
+        delta=args.delta,
+        n_boot=args.n_boot,
+        pooled=args.pooled,
+        bootstrap_tests=args.bootstrap_tests,
+        progress=progress,
+    )
+
+
+@contextlib.contextmanager
+def _bootstrap_progress(n_boot: int) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar fed by the bootstrap test's ``progress(done, total)``; nothing when there is none."""
+    if n_boot <= 0:
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("bootstrap LRT of the interaction", total=n_boot)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
 
 
 class _Status(_Command):

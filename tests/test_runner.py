@@ -1,7 +1,8 @@
 """``freezestats run`` / ``status`` / ``export`` end to end, on the tiny local model and real GLUE data.
 
 Covers: every cell lands once, resume after --max-trials and after a real Ctrl-C (SIGINT), the
-learning-rate search, the stored subsets, the predictions artifacts and the export columns.
+learning-rate search, the stored subsets, the predictions artifacts and the export columns, and a grid
+that crosses the seeds with data-order seeds (``grid.order_seeds``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def test_run_status_export(
     assert table["best_dev"].ge(table["final_dev"]).all()
     assert table["n_eval"].eq(872).all() and table["majority_baseline"].between(0.49, 0.51).all()
     assert table["n_layers"].eq(2).all() and table["model"].eq(str(tiny_model)).all()
+    assert list(table.columns).index("order_seed") == len(RESULT_COLUMNS) - 1  # added at the end of the contract
+    assert table["order_seed"].eq(table["seed"]).all()  # not crossed: the data order followed the seed
     assert (
         table.loc[table.frozen_layers == 2, "trainable_params"]
         < table.loc[table.frozen_layers == 0, "trainable_params"].max()
@@ -446,3 +449,102 @@ def test_resuming_on_a_machine_with_another_auto_precision_says_so(
     assert "this study's finished trials ran in fp32; the trials run now will use bf16" in capsys.readouterr().err
     table = results_table(load_study(open_storage(f"sqlite:///{tmp_path / 'study.db'}"), None))
     assert sorted(table["precision"]) == ["bf16", "bf16", "fp32", "fp32"]
+
+
+def test_crossed_order_seeds_run_record_and_extend(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every (seed, order_seed) pair runs once; --extend with a new order seed runs only its cells."""
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    grid = {"frozen_layers": [0], "train_sizes": [32], "seeds": [1, 2]}
+    crossed = _spec(tmp_path, tiny_model, grid={**grid, "order_seeds": [1, 2]})
+    assert _run(["run", "--study", str(crossed), "--storage", storage], glue_dir) == 0
+    assert "4/4 cells complete, 0 failed" in capsys.readouterr().out
+    study = load_study(open_storage(storage), None)
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert {(t.params["seed"], t.params["order_seed"]) for t in trials} == {(1, 1), (1, 2), (2, 1), (2, 2)}
+    assert all(t.user_attrs["order_seed"] == t.params["order_seed"] for t in trials)
+    assert all(t.user_attrs["cell_key"].endswith(f"|order_seed={t.params['order_seed']}") for t in trials)
+    table = results_table(study)
+    assert list(table.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
+    assert list(zip(table.seed, table.order_seed, strict=True)) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    first = {t.user_attrs["cell_key"]: t.number for t in study.get_trials()}
+
+    more = _spec(tmp_path, tiny_model, grid={**grid, "order_seeds": [1, 2, 3]})
+    assert _run(["run", "--study", str(more), "--storage", storage], glue_dir) == 2
+    assert "grid.order_seeds: [1, 2] -> [1, 2, 3]" in capsys.readouterr().err
+    assert _run(["run", "--study", str(more), "--storage", storage, "--extend"], glue_dir) == 0
+    assert "6/6 cells complete, 0 failed, 2 trials run now" in capsys.readouterr().out
+    study = load_study(open_storage(storage), None)
+    after = {t.user_attrs["cell_key"]: t.number for t in study.get_trials()}
+    assert len(after) == 6 and all(after[k] == n for k, n in first.items())  # the first four were not re-run
+    assert sorted(results_table(study).query("order_seed == 3").seed) == [1, 2]
+
+    fewer = _spec(tmp_path, tiny_model, grid={**grid, "order_seeds": [1, 3]})
+    assert _run(["run", "--study", str(fewer), "--storage", storage, "--extend"], glue_dir) == 2
+    assert "grid.order_seeds drops [2]" in capsys.readouterr().err
+    uncrossed = _spec(tmp_path, tiny_model, grid=grid)
+    assert _run(["run", "--study", str(uncrossed), "--storage", storage, "--extend"], glue_dir) == 2
+    assert "grid.order_seeds is removed" in capsys.readouterr().err
+    assert len(load_study(open_storage(storage), None).get_trials()) == 6
+
+
+def test_order_seeds_cannot_be_added_to_an_uncrossed_study(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    grid = {"frozen_layers": [0], "train_sizes": [32], "seeds": [1]}
+    assert _run(["run", "--study", str(_spec(tmp_path, tiny_model, grid=grid)), "--storage", storage], glue_dir) == 0
+    crossed = _spec(tmp_path, tiny_model, grid={**grid, "order_seeds": [1, 2]})
+    assert _run(["run", "--study", str(crossed), "--storage", storage, "--extend"], glue_dir) == 2
+    assert "grid.order_seeds is added" in capsys.readouterr().err
+    assert len(load_study(open_storage(storage), None).get_trials()) == 1
+
+
+def test_trials_stored_before_order_seeds_export_their_seed_as_order_seed() -> None:
+    from freezestats.cells import Cell
+    from freezestats.spec import parse_spec
+    from freezestats.trials import cell_distributions
+
+    spec = parse_spec(simple_spec())
+    study = optuna.create_study(study_name="old")
+    for seed in (1, 2):
+        cell = Cell("sst2", 0, 32, 0, seed, 5e-5)
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=cell.params(),
+                distributions=cell_distributions(spec),
+                value=0.5,
+                user_attrs={"cell_key": cell.key, "role": "grid", "best_dev": 0.5},  # no order_seed attribute
+            )
+        )
+    crossed = Cell("sst2", 0, 32, 0, 1, 5e-5, order_seed=9)
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=crossed.params(),
+            distributions=cell_distributions(spec, crossed=True),
+            value=0.5,
+            user_attrs={"cell_key": crossed.key, "role": "grid", "best_dev": 0.5},
+        )
+    )
+    table = results_table(study)
+    assert list(zip(table.seed, table.order_seed, strict=True)) == [(1, 1), (1, 9), (2, 2)]
+
+
+def test_a_search_before_a_crossed_grid_runs_uncrossed(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    """Search runs keep their seed's data order (no order_seed param); the grid after it is crossed."""
+    spec_path = _spec(
+        tmp_path,
+        tiny_model,
+        grid={"frozen_layers": [0], "train_sizes": [32], "seeds": [1], "order_seeds": [4, 5]},
+        lr_search={"mode": "full-model", "rates": [1e-5, 1e-3]},
+    )
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(["run", "--study", str(spec_path), "--storage", storage], glue_dir) == 0
+    study = load_study(open_storage(storage), None)
+    table = results_table(study)
+    search, grid = table[table.role == "search"], table[table.role == "grid"]
+    assert sorted(search.seed) == [1001, 1001] and search.order_seed.eq(search.seed).all()
+    assert sorted(zip(grid.seed, grid.order_seed, strict=True)) == [(1, 4), (1, 5)]
+    params = {t.user_attrs["role"]: set(t.params) for t in study.get_trials()}
+    assert "order_seed" not in params["search"] and "order_seed" in params["grid"]

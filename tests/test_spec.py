@@ -68,6 +68,26 @@ BAD_SPECS = [
     ("metric the task lacks", {"metrics": {"primary": {"sst2": "mcc"}}}, "`metrics.primary.sst2` must be one of"),
     ("string where a list belongs", {"grid": {"seeds": 3}}, "`grid.seeds` must be a non-empty list"),
     ("boolean as integer", {"grid": {"seeds": [True]}}, "`grid.seeds[0]` must be an integer"),
+    ("empty order seeds", {"grid": {"order_seeds": []}}, "`grid.order_seeds` must be a non-empty list, but got"),
+    ("order seeds not a list", {"grid": {"order_seeds": 2}}, "`grid.order_seeds` must be a non-empty list, but got"),
+    (
+        "negative order seed",
+        {"grid": {"order_seeds": [1, -3]}},
+        "`grid.order_seeds[1]` must be >= 0, but got order_seed=-3",
+    ),
+    ("order seed not int", {"grid": {"order_seeds": [1.5]}}, "`grid.order_seeds[0]` must be an integer, but got"),
+    ("boolean order seed", {"grid": {"order_seeds": [False]}}, "`grid.order_seeds[0]` must be an integer"),
+    ("repeated order seed", {"grid": {"order_seeds": [4, 5, 4]}}, "`grid.order_seeds` must not repeat values, but 4"),
+    (
+        "misspelt order seeds",
+        {"grid": {"order_seed": [1]}},
+        "Unknown key 'grid.order_seed'. Did you mean 'grid.order_seeds'?",
+    ),
+    (
+        "order seeds with a reusing search",
+        {"grid": {"order_seeds": [1, 2]}, "lr_search": {"mode": "full-model", "rates": [1e-5], "reuse": True}},
+        "`lr_search.reuse = true` copies search runs into the grid, but search runs follow their seed's data order",
+    ),
 ]
 
 
@@ -253,3 +273,45 @@ def test_a_stored_search_spec_from_before_keeps_its_meaning_and_hash() -> None:
     assert spelled_out.spec_hash == old.spec_hash  # stating the old behaviour resumes the old study
     for spec in (new, spelled_out, parse_spec(_search())):
         assert StudySpec.from_stored(spec.to_dict()) == spec
+
+
+# Hashes recorded before `grid.order_seeds` existed: a spec without the key must keep them (and its cells).
+HASHES_BEFORE_ORDER_SEEDS = {
+    "quick": "1eb02f02481708cddc6cf19c0eb18891e428fa25e3187bf5598d439d7f10047d",
+    "blog2020-minilm": "6b2bcf60a26fa40d75e597accb8460638eb4c4d7bf543b939daeb442e86ff5e4",
+    "lee2019": "56ee5fb45b394889ff132383acbe7a60950be81e320136963f6879ee2b87a6c9",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HASHES_BEFORE_ORDER_SEEDS))
+def test_specs_without_order_seeds_keep_their_hash_and_stored_form(name: str) -> None:
+    from freezestats._resources import bundled_path
+
+    spec = load_spec(bundled_path(f"study/{name}.toml"))
+    assert spec.grid.order_seeds is None and not spec.grid.crossed
+    assert spec.spec_hash == HASHES_BEFORE_ORDER_SEEDS[name]
+    stored = spec.to_dict()
+    assert "order_seeds" not in stored["grid"]  # the stored form a study made before the key has
+    assert StudySpec.from_stored(stored) == spec and StudySpec.from_stored(stored).spec_hash == spec.spec_hash
+
+
+def test_order_seeds_are_parsed_hashed_and_stored() -> None:
+    plain = parse_spec(simple_spec(grid={"seeds": [1, 2]}))
+    crossed = parse_spec(simple_spec(grid={"seeds": [1, 2], "order_seeds": [7, 3]}))
+    assert crossed.grid.order_seeds == (7, 3) and crossed.grid.crossed  # the spec's order, as for seeds
+    assert crossed.spec_hash != plain.spec_hash
+    assert crossed.to_dict()["grid"]["order_seeds"] == (7, 3)
+    again = StudySpec.from_stored(crossed.to_dict())  # what a worker reads back from the study
+    assert again == crossed and again.spec_hash == crossed.spec_hash
+    # Order seeds may coincide with seeds (the pair (s, s) is the uncrossed run), and a search may go with them.
+    searched = parse_spec(
+        simple_spec(grid={"seeds": [1, 2], "order_seeds": [1, 2]}, lr_search={"mode": "per-cell", "rates": [1e-5]})
+    )
+    assert searched.lr_search.seeds == (1001, 1002) and searched.grid.order_seeds == (1, 2)
+
+
+def test_order_seed_errors_are_one_line_and_name_the_file(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, simple_spec(grid={"order_seeds": [1, "two"]}), "crossed.toml")
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert str(err.value) == f"`grid.order_seeds[1]` must be an integer, but got order_seed='two' ({path})."

@@ -164,7 +164,7 @@ def test_pooled_model_matches_nlme(table: pd.DataFrame, reference: dict) -> None
 
     On this table the default start of the variances stops in a second mode 4.3 log-likelihood units below
     nlme's (task b's seed-by-size spread is 20x larger at n = 1000 than at n = 50); the pooled fits start
-    twice (ComponentModel.fit(multistart=True)) and keep the better one.
+    twice (_reml.fit_components) and keep the better one.
     """
     ref = reference["pooled"]
     two = two_tasks(table)

@@ -305,8 +305,19 @@ def test_ols_nonrobust_accepts_a_single_seed(fixture_table: pd.DataFrame) -> Non
 
 @pytest.mark.filterwarnings("ignore:The MLE may be on the boundary")  # statsmodels' own fits, as reference
 def test_interaction_lrt_equals_two_manual_ml_fits(fixture_table: pd.DataFrame, lme4: dict) -> None:
-    lrt = interaction_test(fixture_table)
-    assert list(lrt.columns) == ["test", "lr_stat", "df", "p_val", "llf_full", "llf_reduced"]
+    lrt = interaction_test(fixture_table, method="lrt", variance="pooled")
+    assert list(lrt.columns) == [
+        "test",
+        "f_stat",
+        "num_df",
+        "den_df",
+        "p_val",
+        "method",
+        "lr_stat",
+        "df",
+        "llf_full",
+        "llf_reduced",
+    ]
     frame = fixture_table.assign(frozen=fixture_table["frozen_layers"].astype(str), size=fixture_table["train_size"])
     full = smf.mixedlm("best_dev ~ C(frozen) * C(size)", frame, groups="seed").fit(reml=False)
     reduced = smf.mixedlm("best_dev ~ C(frozen) + C(size)", frame, groups="seed").fit(reml=False)

@@ -44,20 +44,20 @@ def test_f_test_fits_once_and_lrt_columns(monkeypatch: pytest.MonkeyPatch) -> No
         tasks=("sst2", "cola"), frozen_levels=(0, 2, 4), train_sizes=(50, 200), seed_size_sd=0.03, rng=4
     )
     calls = []
-    real = ftest.fit_log_variances
+    real = ftest.fit_components
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("reml"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ftest, "fit_log_variances", counting)
+    monkeypatch.setattr(ftest, "fit_components", counting)
     fit = fit_pooled(table)
-    assert calls == [True, True]  # one REML fit, from two starts (ComponentModel.fit(multistart=True))
+    assert calls == [True]  # one REML fit (fit_components itself starts twice)
     calls.clear()
     f = task_interaction_test(table, fit=fit).iloc[0]
     assert calls == [] and f["num_df"] == 4
     lrt = task_interaction_test(table, method="lrt").iloc[0]
-    assert calls == [False] * 4  # full and reduced by ML, two starts each
+    assert calls == [False] * 2  # full and reduced by ML (each from two starts inside fit_components)
     assert lrt["lr_stat"] == pytest.approx(2 * (lrt["llf_full"] - lrt["llf_reduced"]), abs=1e-9)
     assert lrt["df"] == lrt["num_df"] == 4 and lrt["p_val"] == pytest.approx(stats.chi2.sf(lrt["lr_stat"], 4))
     assert math.isnan(lrt["f_stat"]) and lrt["method"] == "LRT (chi-square, ML)"

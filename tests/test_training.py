@@ -14,7 +14,7 @@ from freezestats.exceptions import SpecError, TrialFailed
 from freezestats.spec import TrainingSpec
 from freezestats.subsets import nested_subsets, validation_halves
 from freezestats.tasks import get_task
-from freezestats.training import cpu_has_native_bf16, encode_split, fine_tune, resolve_precision
+from freezestats.training import cpu_has_native_bf16, data_orders, encode_split, fine_tune, resolve_precision
 
 
 def _inputs(task_name: str, model: Path, glue_dir: Path, n_train: int = 48, n_val: int = 120):
@@ -62,9 +62,18 @@ def _fine_tune(
     )
 
 
-def _run(model: Path, glue_dir: Path, task_name: str = "sst2", seed: int = 1, frozen: int = 0, **training):
+def _run(
+    model: Path,
+    glue_dir: Path,
+    task_name: str = "sst2",
+    seed: int = 1,
+    frozen: int = 0,
+    order_seed: int | None = None,
+    **training,
+):
     spec = TrainingSpec(**{"epochs": 2, "batch_size": 16, "eval_every_epochs": 0.5, "device": "cpu", **training})
-    return _fine_tune(model, glue_dir, spec, task_name=task_name, seed=seed, frozen=frozen)
+    extra = {} if order_seed is None else {"order_seed": order_seed}  # absent: the call every trial made before
+    return _fine_tune(model, glue_dir, spec, task_name=task_name, seed=seed, frozen=frozen, **extra)
 
 
 def test_protocol_steps_and_evaluations(tiny_model: Path, glue_dir: Path) -> None:
@@ -150,3 +159,70 @@ def test_auto_precision_on_cpu_is_bf16_only_with_native_bf16(monkeypatch, capabi
 def test_the_precision_that_ran_is_recorded(tiny_model: Path, glue_dir: Path, precision: str) -> None:
     outcome = _run(tiny_model, glue_dir, precision=precision)
     assert outcome.precision == precision and outcome.final_logits.dtype == np.float32
+
+
+def test_data_orders_are_the_permutations_the_seed_always_drew() -> None:
+    import torch
+
+    generator = torch.Generator().manual_seed(7)  # what fine_tune drew from before order seeds existed
+    before = [torch.randperm(10, generator=generator).tolist() for _ in range(3)]
+    orders = data_orders(10, 7)
+    assert [next(orders) for _ in range(3)] == before  # one new permutation per epoch, the same ones
+    assert next(data_orders(10, 8)) != before[0]
+
+
+@pytest.fixture
+def watched(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Record, for each ``fine_tune`` call, the model's state before training and the epochs' data orders."""
+    import freezestats.training as training_module
+
+    runs: list[dict] = []
+    real_load, real_orders = training_module.load_classifier, training_module.data_orders
+
+    def load_classifier(*args, **kwargs):
+        model = real_load(*args, **kwargs)
+        runs.append({"init": {k: v.detach().clone() for k, v in model.state_dict().items()}, "orders": []})
+        return model
+
+    def data_orders(n_examples: int, order_seed: int):
+        for order in real_orders(n_examples, order_seed):
+            runs[-1]["orders"].append(order)
+            yield order
+
+    monkeypatch.setattr(training_module, "load_classifier", load_classifier)
+    monkeypatch.setattr(training_module, "data_orders", data_orders)
+    return runs
+
+
+def _same_state(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+
+
+def test_order_seed_equal_to_the_seed_is_the_run_without_one(tiny_model: Path, glue_dir: Path, watched) -> None:
+    plain = _run(tiny_model, glue_dir, seed=3)
+    same = _run(tiny_model, glue_dir, seed=3, order_seed=3)
+    np.testing.assert_array_equal(plain.final_logits, same.final_logits)  # bit-identical, not merely close
+    assert [p["full"] for p in plain.curve] == [p["full"] for p in same.curve]
+    assert plain.final_train_loss == same.final_train_loss
+    assert watched[0]["orders"] == watched[1]["orders"] and _same_state(watched[0]["init"], watched[1]["init"])
+
+
+def test_order_seed_changes_the_data_order_and_not_the_initialisation(
+    tiny_model: Path, glue_dir: Path, watched
+) -> None:
+    base = _run(tiny_model, glue_dir, seed=3, order_seed=3)
+    other_order = _run(tiny_model, glue_dir, seed=3, order_seed=11)
+    other_init = _run(tiny_model, glue_dir, seed=5, order_seed=3)
+    base_run, order_run, init_run = watched
+    assert len(base_run["orders"]) == 2  # 2 epochs, one permutation each
+    # Only the order seed changed: the same head (and whole model) at the start, another order of the examples.
+    assert _same_state(base_run["init"], order_run["init"])
+    assert base_run["orders"] != order_run["orders"]
+    assert sorted(order_run["orders"][0]) == sorted(base_run["orders"][0])  # the same examples, reordered
+    # Only the seed changed: another head initialisation, the very same data order.
+    assert base_run["orders"] == init_run["orders"]
+    assert not _same_state(base_run["init"], init_run["init"])
+    changed = {k for k in base_run["init"] if not bool((base_run["init"][k] == init_run["init"][k]).all())}
+    assert "classifier.weight" in changed and not any(k.startswith("bert.encoder.") for k in changed)
+    assert not np.array_equal(base.final_logits, other_order.final_logits)  # the order matters to the result
+    assert not np.array_equal(base.final_logits, other_init.final_logits)

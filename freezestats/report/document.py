@@ -145,10 +145,16 @@ def _emmeans_section(inputs: ReportInputs, w: _Writer) -> str:
         inter = _task_table(inputs, "interaction_test", task, fit=None)
         if inter is not None:
             r = inter.iloc[0]
-            body.append(
-                f"Likelihood-ratio test of the frozen × size interaction: LR = {r['lr_stat']:.2f}, "
-                f"df = {int(r['df'])}, p {_p_text(r['p_val'])}."
-            )
+            if pd.notna(r.get("f_stat", float("nan"))):
+                body.append(
+                    f"F test (Satterthwaite df) of the frozen × size interaction: F({int(r['num_df'])}, "
+                    f"{r['den_df']:.1f}) = {r['f_stat']:.2f}, p {_p_text(r['p_val'])}."
+                )
+            else:
+                body.append(
+                    f"Likelihood-ratio test of the frozen × size interaction: LR = {r['lr_stat']:.2f}, "
+                    f"df = {int(r['df'])}, p {_p_text(r['p_val'])}."
+                )
         parts.append(head + "\n\n".join(body))
     return "\n\n".join(parts)
 

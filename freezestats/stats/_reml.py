@@ -28,6 +28,7 @@ from threadpoolctl import threadpool_limits
 __all__ = ["Component", "RemlFit", "fit_components"]
 
 _NEWTON_STEPS = 30
+_LOG_FLOOR = 1e-10  # lowest excess of a variance over its floor, relative to the response's variance
 
 
 @dataclass(frozen=True)
@@ -176,9 +177,10 @@ def fit_components(
 ) -> RemlFit:
     """Maximise the (RE)ML likelihood over the variances, each at or above its floor.
 
-    L-BFGS-B on the variances scaled by the response's variance, then Newton steps on the exact observed
-    information of the variances that are off their bounds, until the gradient of those is below 1e-8 of the
-    scale (tight enough that comparisons with nlme measure implementations, not stopping rules).
+    L-BFGS-B on the log of each variance's excess over its floor (scaled by the response's variance), from two
+    starts, then Newton steps on the exact observed information of the variances that are off their bounds,
+    until the Newton decrement is below 1e-10 (tight enough that comparisons with nlme measure
+    implementations, not stopping rules).
     """
     # One BLAS thread: the blocks are tiny (a seed's runs), and OpenBLAS's worker threads cost more than they
     # give there; on a busy 2-core machine each 35x35 solve waited ~16 ms for a descheduled thread (5 s a fit
@@ -195,24 +197,57 @@ def _fit(
     reml: bool,
     start: np.ndarray | None,
 ) -> RemlFit:
-    scale = float(np.var(y)) or 1.0
+    """Two starts, the higher likelihood kept: the default one, and random-effect variances 100 times larger.
+
+    A variance shared by groups whose spreads differ (a seed-by-size variance across sizes) can give the
+    likelihood a second, lower mode next to the default start: on one simulated per-size table the default start
+    alone stopped at a REML log-likelihood of 84.3 where nlme reaches 92.5 and the high start 93.3.
+    """
     data = _Blocks(y, x, components, blocks)
+    scale = float(np.var(y)) or 1.0
+    first = _fit_from(data, components, reml, scale, start)
+    random = np.array([c.kind == "random" for c in components])
+    if not random.any():
+        return first
+    high = (_start(y, x, components) if start is None else np.asarray(start, dtype=float)).copy()
+    high[random] = np.maximum(high[random], 1e-12 * scale) * 100
+    second = _fit_from(data, components, reml, scale, high)
+    return second if second.loglik > first.loglik + 1e-9 else first
+
+
+def _fit_from(
+    data: _Blocks, components: list[Component], reml: bool, scale: float, start: np.ndarray | None
+) -> RemlFit:
+    """L-BFGS-B on log(variance - floor), then Newton on the variances themselves.
+
+    On the raw variances L-BFGS-B took 440-550 evaluations (stopping ABNORMAL) when a variance tends to zero
+    without reaching it, where the likelihood is flat; on the log scale it takes 19-36 to the same optimum. A
+    variance left at the low end is set to its floor, so Newton decides whether it comes off its bound.
+    """
     lower = np.array([c.lower for c in components]) / scale
-    theta0 = (np.asarray(start) / scale) if start is not None else _start(y, x, components) / scale
+    theta0 = (np.asarray(start, dtype=float) if start is not None else _start(data.y, data.x, components)) / scale
     theta0 = np.maximum(theta0, lower * (1 + 1e-6) + 1e-12)
+    low_end = np.log(_LOG_FLOOR)
 
-    def objective(t: np.ndarray) -> tuple[float, np.ndarray]:
+    def objective(phi: np.ndarray) -> tuple[float, np.ndarray]:
+        excess = np.exp(phi)
         try:
-            value = data.evaluate(t * scale, reml)
+            value = data.evaluate((lower + excess) * scale, reml)
         except (np.linalg.LinAlgError, ValueError):
-            return np.inf, np.zeros_like(t)
-        return -float(value["loglik"]), -np.asarray(value["grad"]) * scale
+            return np.inf, np.zeros_like(phi)
+        return -float(value["loglik"]), -np.asarray(value["grad"]) * scale * excess
 
-    bounds = [(lo, None) for lo in lower]
+    phi0 = np.log(np.maximum(theta0 - lower, _LOG_FLOOR * 10))
     res = optimize.minimize(
-        objective, theta0, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-15, "gtol": 1e-10}
+        objective,
+        phi0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(low_end, None)] * len(phi0),
+        options={"ftol": 1e-12, "gtol": 1e-7},
     )
-    theta = np.maximum(res.x, lower)
+    theta = lower + np.exp(res.x)
+    theta[res.x <= low_end + 1e-6] = lower[res.x <= low_end + 1e-6]
     theta, converged, gnorm = _newton(data, theta, lower, scale, reml)
     at_bound = theta <= lower * (1 + 1e-6) + 1e-14
     full = data.evaluate(theta * scale, reml, with_info=True)

@@ -39,19 +39,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
-from threadpoolctl import threadpool_limits
+from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats._design import _design, _Prepared
-from freezestats.stats._reml import Component, RemlFit, _Blocks, _newton, _start
+from freezestats.stats._reml import Component, RemlFit, fit_components
 
 __all__ = [
     "TEST_COLUMNS",
     "ComponentModel",
     "bootstrap_lrt",
     "f_test_ddf",
-    "fit_log_variances",
     "grouped_model",
     "lrt",
     "lrt_method",
@@ -77,7 +75,6 @@ F_METHOD = "F (Satterthwaite)"
 LRT_METHOD = "LRT (chi-square, ML)"
 
 Progress = Callable[[int, int], object]
-_LOG_FLOOR = 1e-10  # lowest excess of a variance over its floor, relative to the response's variance
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -276,26 +273,12 @@ class ComponentModel:
         reml: bool,
         y: np.ndarray | None = None,
         start: np.ndarray | None = None,
-        multistart: bool = False,
     ) -> RemlFit:
-        """(RE)ML fit of this model, to ``y`` (default: the data's response).
-
-        ``multistart``: also start from random-effect variances 100 times the default (10 times the OLS
-        residual variance instead of a tenth) and keep the fit with the higher likelihood. A variance shared by
-        groups whose spreads differ (a seed-by-size variance across tasks and sizes) can give the likelihood a
-        second, lower mode next to the default start; on the two-task table of ``ftest_reference.R`` the
-        default start stops 4.3 log-likelihood units below nlme's optimum, the high start reaches it.
-        """
+        """(RE)ML fit of this model, to ``y`` (default: the data's response), by ``_reml.fit_components``: from
+        two starts, keeping the higher likelihood (on the two-task table of ``ftest_reference.R`` the default
+        start alone stops 4.3 log-likelihood units below nlme's optimum)."""
         response = self.y if y is None else y
-        components = list(self.components)
-        first = fit_log_variances(response, self.x, components, list(self.blocks), reml=reml, start=start)
-        if not multistart or not any(c.kind == "random" for c in components):
-            return first
-        high = _start(response, self.x, components) if start is None else np.asarray(start, dtype=float).copy()
-        random = np.array([c.kind == "random" for c in components])
-        high[random] = np.maximum(high[random], 1e-12) * 100
-        second = fit_log_variances(response, self.x, components, list(self.blocks), reml=reml, start=high)
-        return second if second.loglik > first.loglik + 1e-9 else first
+        return fit_components(response, self.x, list(self.components), list(self.blocks), reml=reml, start=start)
 
     def simulate(self, fit: RemlFit, rng: np.random.Generator) -> np.ndarray:
         r"""A response drawn from the fitted model: :math:`X\hat\beta` + random intercepts + residuals."""
@@ -307,69 +290,6 @@ class ComponentModel:
             else:
                 y = y + np.where(component.mask, rng.normal(0.0, sd, size=len(y)), 0.0)
         return y
-
-
-def fit_log_variances(
-    y: np.ndarray,
-    x: np.ndarray,
-    components: list[Component],
-    blocks: list[np.ndarray],
-    *,
-    reml: bool,
-    start: np.ndarray | None = None,
-) -> RemlFit:
-    r""":func:`freezestats.stats._reml.fit_components`' model and result, optimised on log-variances.
-
-    ``fit_components`` runs L-BFGS-B on the variances themselves; when a random-effect variance tends to 0
-    without reaching it (a seed-by-size variance of a table simulated without one) the likelihood is flat
-    along it and L-BFGS-B took 440-550 evaluations on a two-task pooled model and stopped ABNORMAL, 14-17 s a
-    fit. On :math:`\log(\theta_k - \text{floor}_k)` (bounded below at :math:`10^{-10}` of the response's
-    variance) it took 19-36 evaluations to the same optimum (log-likelihoods within 2e-11), after which the
-    same Newton polish on the exact information (``_reml._newton``) runs on the variances, and a variance
-    left at the lower end is set to its floor first, so Newton decides whether it comes off its bound.
-    """
-    with threadpool_limits(limits=1, user_api="blas"):  # as fit_components: tiny blocks, one BLAS thread
-        scale = float(np.var(y)) or 1.0
-        data = _Blocks(y, x, components, blocks)
-        lower = np.array([c.lower for c in components]) / scale
-        theta0 = (np.asarray(start, dtype=float) if start is not None else _start(y, x, components)) / scale
-        theta0 = np.maximum(theta0, lower * (1 + 1e-6) + 1e-12)
-        low_end = math.log(_LOG_FLOOR)
-
-        def objective(phi: np.ndarray) -> tuple[float, np.ndarray]:
-            excess = np.exp(phi)
-            try:
-                value = data.evaluate((lower + excess) * scale, reml)
-            except (np.linalg.LinAlgError, ValueError):
-                return np.inf, np.zeros_like(phi)
-            return -float(value["loglik"]), -np.asarray(value["grad"]) * scale * excess
-
-        phi0 = np.log(np.maximum(theta0 - lower, _LOG_FLOOR * 10))
-        res = optimize.minimize(
-            objective,
-            phi0,
-            jac=True,
-            method="L-BFGS-B",
-            bounds=[(low_end, None)] * len(phi0),
-            options={"ftol": 1e-12, "gtol": 1e-7},
-        )
-        theta = lower + np.exp(res.x)
-        theta[res.x <= low_end + 1e-6] = lower[res.x <= low_end + 1e-6]
-        theta, converged, gnorm = _newton(data, theta, lower, scale, reml)
-        at_bound = theta <= lower * (1 + 1e-6) + 1e-14
-        full = data.evaluate(theta * scale, reml, with_info=True)
-        free = np.flatnonzero(~at_bound)
-        return RemlFit(
-            theta=theta * scale,
-            beta=np.asarray(full["beta"]),
-            cov_beta=np.asarray(full["cov"]),
-            loglik=float(full["loglik"]),
-            at_bound=at_bound,
-            converged=converged,
-            gradient_norm=gnorm,
-            info=np.asarray(full["info"])[np.ix_(free, free)],
-            m_matrices=np.asarray(full["m"]),
-        )
 
 
 def grouped_model(
@@ -399,8 +319,8 @@ def grouped_model(
 
 def lrt(full: ComponentModel, reduced: ComponentModel) -> dict[str, float]:
     """Chi-square likelihood-ratio test of two nested ML fits with the same variance structure."""
-    fit_full = full.fit(reml=False, multistart=True)
-    fit_reduced = reduced.fit(reml=False, multistart=True)
+    fit_full = full.fit(reml=False)
+    fit_reduced = reduced.fit(reml=False)
     _check_converged(fit_full, fit_reduced)
     return _lrt_result(fit_full, fit_reduced, full, reduced)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -368,7 +369,7 @@ def interaction_test(
     variance: str = "per_size",
     n_boot: int = 1000,
     rng: int | np.random.Generator | None = 0,
-    progress: Any = None,  # Callable[[int, int], object] | None
+    progress: Callable[[int, int], object] | None = None,
     fit: MixedFit | None = None,
 ) -> pd.DataFrame:
     r"""Test of the frozen_layers × train_size interaction: does the cost of freezing depend on the train size?

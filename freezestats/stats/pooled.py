@@ -318,7 +318,7 @@ def fit_pooled(
     dropped: list[str] = []
     while True:
         model, design_info = _model(pooled, _FULL, random)
-        fit = model.fit(reml=reml, multistart=True)
+        fit = model.fit(reml=reml)
         zero = [
             c.name
             for c, bound in zip(model.components, fit.at_bound, strict=True)
