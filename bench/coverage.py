@@ -117,6 +117,7 @@ def report(result: dict) -> str:
         lines.append(f"\nscenario {scenario}: coverage of nominal 95% intervals (MC 95% band +-{mc:.3f})")
         by_size = part.pivot_table(index="method", columns="train_size", values="coverage", aggfunc=["min", "mean"])
         lines.append("  min / mean over the 6 contrasts at each train size")
+        lines.append("  " + " " * 10 + "  ".join(f"{'n=' + str(n):>11}" for n in sorted(part["train_size"].unique())))
         for method in [m for m in METHODS if m in by_size.index]:
             cells = "  ".join(
                 f"{by_size.loc[method, ('min', n)]:.3f}/{by_size.loc[method, ('mean', n)]:.3f}"
