@@ -78,6 +78,15 @@ def test_analyze_writes_every_table_and_the_json(
     assert comparison["in_reference"].all() and len(comparison) == 2 * 7 * 5
 
 
+def test_bootstrap_interaction_test_on_request(blog_shaped: Path, tmp_path: Path) -> None:
+    args = ["analyze", "--results", str(blog_shaped), "--task", "sst2", "--n-boot", "50", "-o", str(tmp_path)]
+    assert main([*args, "--bootstrap-tests", "3"]) == 0
+    boot = pd.read_parquet(tmp_path / "interaction_test_bootstrap.parquet")
+    assert len(boot) == 1 and boot.loc[0, "p_val"] in {k / 4 for k in range(1, 5)}  # (1 + #{LR* >= LR}) / (3 + 1)
+    default = pd.read_parquet(tmp_path / "interaction_test.parquet")
+    assert default.loc[0, "method"].startswith("F") and default.loc[0, "den_df"] > 0
+
+
 def test_pooled_model_on_request(blog_shaped: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "--results", str(blog_shaped), "--pooled", "--n-boot", "50", "-o", str(tmp_path)]) == 0
     assert "[all tasks] does freezing act differently per task?" in capsys.readouterr().out
@@ -151,6 +160,9 @@ def test_analyze_a_real_exported_study(
         (["--metric", "accuracy"], "`--metric` must be one of"),
         (["--task", "rte"], "not in the results table"),
         (["--margin", "-1"], "`--margin` must be > 0"),
+        (["--variance", "per_seed"], "`--variance` must be one of"),
+        (["--adjust-across", "tasks"], "`--adjust-across` must be 'none' or 'sizes'"),
+        (["--bootstrap-tests", "-1"], "`--bootstrap-tests` must be >= 0"),
     ],
 )
 def test_bad_options(
