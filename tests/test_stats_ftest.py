@@ -10,15 +10,13 @@ the pooled model of two tasks against :func:`fit_pooled` and ``task_interaction_
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from _r_reference import r_reference
 from scipy import stats
 
 import freezestats.stats.mixed_grouped as mixed_grouped
@@ -40,20 +38,9 @@ DROPPED = ((5, 2, 200), (1, -1, 1000), (3, 4, 50))  # (seed, frozen_layers, trai
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """R's numbers: fresh from R when R and its packages are here, else the committed JSON."""
-    rscript = shutil.which("Rscript")
-    if rscript is not None:
-        packages = ", ".join(f'"{p}"' for p in R_PACKAGES)
-        check = f"quit(status = !all(sapply(c({packages}), requireNamespace, quietly = TRUE)))"
-        if subprocess.run([rscript, "-e", check], capture_output=True).returncode == 0:
-            out = tmp_path_factory.mktemp("ftest") / "fresh.json"
-            subprocess.run(
-                [rscript, str(DATA / "ftest_reference.R"), str(DATA / "hetero_fixture.csv"), str(out)],
-                check=True,
-                capture_output=True,
-                timeout=240,
-            )
-            return json.loads(out.read_text())
-    return json.loads((DATA / "ftest_reference.json").read_text())
+    return r_reference(
+        "ftest_reference.R", "hetero_fixture.csv", "ftest_reference.json", R_PACKAGES, tmp_path_factory.mktemp("ftest")
+    )
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,12 @@ committed ``nlme_reference.json``.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from _r_reference import r_reference
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import (
@@ -36,20 +34,9 @@ TOL = 1e-4
 @pytest.fixture(scope="module")
 def nlme(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """nlme's fit of the fixture: fresh from R when R is here, else the committed JSON."""
-    rscript = shutil.which("Rscript")
-    if rscript is not None:
-        packages = ", ".join(f'"{p}"' for p in R_PACKAGES)
-        check = f"quit(status = !all(sapply(c({packages}), requireNamespace, quietly = TRUE)))"
-        if subprocess.run([rscript, "-e", check], capture_output=True).returncode == 0:
-            out = tmp_path_factory.mktemp("nlme") / "fresh.json"
-            subprocess.run(
-                [rscript, str(DATA / "nlme_reference.R"), str(DATA / "hetero_fixture.csv"), str(out)],
-                check=True,
-                capture_output=True,
-                timeout=180,
-            )
-            return json.loads(out.read_text())
-    return json.loads((DATA / "nlme_reference.json").read_text())
+    return r_reference(
+        "nlme_reference.R", "hetero_fixture.csv", "nlme_reference.json", R_PACKAGES, tmp_path_factory.mktemp("nlme")
+    )
 
 
 @pytest.fixture(scope="module")
