@@ -341,7 +341,7 @@ def _lee_section(inputs: ReportInputs, w: _Writer) -> str:
                             "ratio_estimate": "ratio",
                             "ratio_ci_low": "Fieller low",
                             "ratio_ci_high": "Fieller high",
-                            "lower": "lower bound of μ_k − 0.9μ_0",
+                            "lower": "lower bound of μₖ − 0.9μ₀",
                             "p_val": "p",
                             "tested": "tested",
                             "reaches": "reaches 90%",
@@ -349,9 +349,9 @@ def _lee_section(inputs: ReportInputs, w: _Writer) -> str:
                         {"ratio_estimate": fmt_num(3), "ratio_ci_low": fmt_num(3), "ratio_ci_high": fmt_num(3)},
                     ),
                     f"{task}-lee-tests",
-                    f"{task}: Lee et al.'s criterion as a test: μ_k − 0.9·μ_0 ≥ 0, one-sided, in fixed sequence from "
+                    f"{task}: Lee et al.'s criterion as a test: μₖ − 0.9·μ₀ ≥ 0, one-sided, in fixed sequence from "
                     "shallow to deep (a depth is 'tested' only when every shallower one reached 90%); the ratio "
-                    "μ_k/μ_0 with its Fieller 90% interval. This is the answer; the bootstrap below is a display.",
+                    "μₖ/μ₀ with its Fieller 90% interval. This is the answer; the bootstrap below is a display.",
                 )
             )
         body += [

@@ -278,7 +278,7 @@ def methods(inputs: ReportInputs) -> str:
             "tested in a fixed sequence from shallow to deep freezing and stopped at the first depth that fails "
             f"(Hsu & Berger 1999; no further adjustment); the family is {family}. A size at which the reference "
             "is not shown to beat the majority baseline gets no cost statement. Lee et al.'s 90% criterion is "
-            "tested the same way, as μ_k − 0.9·μ_0 ≥ 0."
+            "tested the same way, as μₖ − 0.9·μ₀ ≥ 0."
         )
     summary = inputs.analysis.tables.get("cell_summary")
     if summary is not None and len(summary):
