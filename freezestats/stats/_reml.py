@@ -29,6 +29,7 @@ __all__ = ["Component", "RemlFit", "fit_components"]
 
 _NEWTON_STEPS = 30
 _LOG_FLOOR = 1e-10  # lowest excess of a variance over its floor, relative to the response's variance
+_LOG_CEILING = 30.0  # highest log excess (e^30 ~ 1e13 times the response's variance): keeps exp() finite
 
 
 @dataclass(frozen=True)
@@ -232,10 +233,14 @@ def _fit_from(
     def objective(phi: np.ndarray) -> tuple[float, np.ndarray]:
         excess = np.exp(phi)
         try:
-            value = data.evaluate((lower + excess) * scale, reml)
-        except (np.linalg.LinAlgError, ValueError):
+            with np.errstate(over="raise", invalid="raise"):
+                value = data.evaluate((lower + excess) * scale, reml)
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
             return np.inf, np.zeros_like(phi)
-        return -float(value["loglik"]), -np.asarray(value["grad"]) * scale * excess
+        loglik = float(value["loglik"])
+        if not np.isfinite(loglik):  # a line search far out: tell L-BFGS-B to step back
+            return np.inf, np.zeros_like(phi)
+        return -loglik, -np.asarray(value["grad"]) * scale * excess
 
     phi0 = np.log(np.maximum(theta0 - lower, _LOG_FLOOR * 10))
     res = optimize.minimize(
@@ -243,7 +248,7 @@ def _fit_from(
         phi0,
         jac=True,
         method="L-BFGS-B",
-        bounds=[(low_end, None)] * len(phi0),
+        bounds=[(low_end, _LOG_CEILING)] * len(phi0),
         options={"ftol": 1e-12, "gtol": 1e-7},
     )
     theta = lower + np.exp(res.x)
