@@ -230,14 +230,14 @@ def _fit_from(
     low_end = np.log(_LOG_FLOOR)
 
     def objective(phi: np.ndarray) -> tuple[float, np.ndarray]:
-        excess = np.exp(phi)
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # a line search far out gives inf: caught below
+            excess = np.exp(phi)
+            try:
                 value = data.evaluate((lower + excess) * scale, reml)
-        except (np.linalg.LinAlgError, ValueError):
-            return np.inf, np.zeros_like(phi)
-        loglik, grad = float(value["loglik"]), np.asarray(value["grad"]) * scale * excess
-        if not (np.isfinite(loglik) and np.isfinite(grad).all()):  # a line search far out: make it step back
+            except (np.linalg.LinAlgError, ValueError):
+                return np.inf, np.zeros_like(phi)
+            loglik, grad = float(value["loglik"]), np.asarray(value["grad"]) * scale * excess
+        if not (np.isfinite(loglik) and np.isfinite(grad).all()):  # make the line search step back
             return np.inf, np.zeros_like(phi)
         return -loglik, -grad
 
