@@ -79,7 +79,7 @@ def answer(inputs: ReportInputs) -> str:
         else "one family per train size"
     )
     paragraphs = [
-        '::: {.callout-note title="How to read this"}\nA depth is *non-inferior* when the study shows, at 95% '
+        '::: {.callout-note}\n**How to read this.** A depth is *non-inferior* when the study shows, at 95% '
         "one-sided confidence, that freezing it loses less than the margin against "
         f"{ref_phrase}; a superiority test that finds no significant difference only says the study could not "
         "tell, which is absence of evidence, not evidence of no cost.\n:::"
