@@ -118,12 +118,17 @@ def analyze(
     adjust_across: str = "none",
     bootstrap_tests: int = 0,
     progress: Callable[[int, int], object] | None = None,
+    items: pd.DataFrame | None = None,
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time.
 
     ``bootstrap_tests > 0`` adds a parametric-bootstrap likelihood-ratio test of the frozen × size interaction
     (``interaction_test_bootstrap``) with that many draws, reporting each draw to ``progress(done, total)``; it is
     not in the default path, which stays within seconds for a 350-run table.
+
+    ``items`` (the per-item predictions, :func:`freezestats.item_predictions.item_predictions`) adds the
+    non-inferiority sequence with item uncertainty (``noninferiority_items``) beside the seed-only one; the
+    answer stays on the seed-only intervals, the table says where the two differ.
     """
     from freezestats import stats
     from freezestats.stats._checks import normalize_results
@@ -187,6 +192,11 @@ def analyze(
 
     for task in tasks:
         one = grid[grid["task"] == task]
+        # Failure on the analysed metric's checkpoint, not the runner's final-checkpoint flag: that is what the
+        # fits without failed runs leave out and what the failure model and rates describe.
+        flags, rule = _metric_failures(one, response)
+        one = one.assign(failed=flags.to_numpy(), failed_runner=one["failed"].to_numpy())
+        result.settings.setdefault("failure_rule", {})[task] = {"rule": rule, "checkpoint": CHECKPOINT_OF[response]}
         attempt("cell_summary", task, lambda one=one: cell_summary(one, response))
         attempt("seed_spread", task, lambda one=one: seed_spread(one, response))
         attempt("spread_test", task, lambda one=one: spread_test(one, response))
@@ -228,6 +238,8 @@ def analyze(
                 attempt("equivalence", task, lambda fit=fit: stats.equivalence_tests(fit, margin, reference), **labels)
             if fit_name == "all_runs":
                 _answer_as_tests(result, attempt, fit, one, task, reference, margin, adjust_across)
+                if items is not None:
+                    _item_uncertainty(result, attempt, one, items, task, response)
             if model == "mixed" and fit_name == "all_runs":
                 task_margin = result.settings["margins"].get(task)
                 attempt(
@@ -281,13 +293,32 @@ def analyze(
 CHECKPOINT_OF = {"best_dev": "best", "heldout": "heldout", "final_dev": "final"}
 
 
+def _metric_failures(runs: pd.DataFrame, response: str) -> tuple[pd.Series, str]:
+    """Which runs failed, judged on the checkpoint the analysed metric scores, and the rule used.
+
+    Accuracy tasks use the exact binomial test against the majority rate; other metrics (MCC, F1) have no
+    majority *accuracy* in the table, so they use the dominant-class rule (one class takes >= 95% of the
+    predictions). Runs without stored counts (older studies) keep the runner's final-checkpoint flag.
+    """
+    from freezestats.stats.failures import flag_failures
+
+    metrics = set(runs["metric"].dropna().astype(str)) if "metric" in runs.columns else {"accuracy"}
+    rule = "binomial" if metrics <= {"accuracy"} else "dominant_class"
+    try:
+        flags = flag_failures(runs, checkpoint=CHECKPOINT_OF[response], rule=rule)  # type: ignore[arg-type]
+    except ModelFitError:  # the table predates per-checkpoint counts: only the runner's flag exists
+        return runs["failed"].astype(bool), "runner (final checkpoint beats the majority baseline)"
+    runner = runs["failed"].astype("boolean")
+    return flags.fillna(runner).astype(bool), rule
+
+
 def _failure_summary(runs: pd.DataFrame, response: str) -> pd.DataFrame:
     """Per cell: P(fail) (Wilson), the mean of healthy runs and of all runs, failure judged on the checkpoint the
-    analysed metric scores: one-sided exact binomial test of its accuracy against the majority rate."""
-    from freezestats.stats.failures import failure_summary, flag_failures
+    analysed metric scores (:func:`_metric_failures`)."""
+    from freezestats.stats.failures import failure_summary
 
-    failed = flag_failures(runs, checkpoint=CHECKPOINT_OF[response], rule="binomial")
-    return failure_summary(runs, failed, response=response).assign(rule="binomial", checkpoint=CHECKPOINT_OF[response])
+    failed, rule = _metric_failures(runs, response)
+    return failure_summary(runs, failed, response=response).assign(rule=rule, checkpoint=CHECKPOINT_OF[response])
 
 
 def _seeds_per_size(curve: pd.DataFrame) -> dict[str, dict[str, int | None]]:
@@ -378,6 +409,22 @@ def _answer_as_tests(
         mine = sequence[sequence["task"] == task].drop(columns="task")
         attempt("answer", task, lambda: stats.noninferiority_answer(mine, check))
     attempt("lee_tests", task, lambda: stats.lee_ratio_tests(fit, ratio=0.9, reference=reference))
+
+
+def _item_uncertainty(
+    result: Analysis, attempt: Callable[..., None], runs: pd.DataFrame, items: pd.DataFrame, task: str, response: str
+) -> None:
+    """The non-inferiority sequence with the items' sampling variance added (:mod:`freezestats.stats.items`)."""
+    from freezestats.stats.items import noninferiority_with_items
+
+    sequence = result.tables.get("noninferiority")
+    if sequence is None or not (sequence["task"] == task).any():
+        return
+    mine = sequence[sequence["task"] == task].drop(columns="task")
+    metric = str(runs["metric"].mode().iloc[0]) if "metric" in runs.columns else "accuracy"
+    task_items = items[items["task"] == task]
+    result.settings["answer_uncertainty"] = "seeds"
+    attempt("noninferiority_items", task, lambda: noninferiority_with_items(mine, runs, task_items, response, metric))
 
 
 def variance_homogeneity(data: pd.DataFrame, response: str) -> pd.DataFrame:

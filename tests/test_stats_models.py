@@ -430,11 +430,16 @@ def test_bad_input_raises_a_model_fit_error_that_says_what_to_do(edit: object, k
         fit_mixed(data, **kwargs)
 
 
-def test_failed_runs_excluded_can_empty_a_cell() -> None:
+def test_failed_runs_that_empty_a_cell_leave_out_its_level_or_its_size() -> None:
     table = _table()
     table.loc[(table["frozen_layers"] == 12) & (table["train_size"] == 100), "failed"] = True
-    with pytest.raises(ModelFitError, match=r"have none: .*try include_failed=True"):
-        fit_mixed(table, include_failed=False)
+    fit = fit_mixed(table, include_failed=False)
+    assert 12 not in fit.frozen_levels and set(fit.train_sizes) == set(table["train_size"])
+    assert any("left out frozen level(s) [12]" in w for w in fit.diagnostics.warnings)
+    reference = table.assign(failed=(table["frozen_layers"] == 0) & (table["train_size"] == 100))
+    fit = fit_mixed(reference, include_failed=False)
+    assert 100 not in fit.train_sizes and set(fit.frozen_levels) == set(table["frozen_layers"])
+    assert any("left out train size(s) [100]" in w for w in fit.diagnostics.warnings)
     fit = fit_mixed(table.assign(failed=table.index == 0), include_failed=False)
     assert fit.diagnostics.n_excluded == 1 and fit.diagnostics.n_obs == 11
     assert any("excluded 1 failed runs" in w for w in fit.diagnostics.warnings)

@@ -132,6 +132,36 @@ class _Prepared:
     notes: tuple[str, ...]
 
 
+def _drop_failed_cells(all_runs: pd.DataFrame, healthy: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """The healthy runs, less the frozen levels (or train sizes) of which some cell has no healthy run left.
+
+    The interaction model needs a run in every (frozen, size) cell. A cell whose runs all failed (e.g. every
+    layer frozen, or CoLA at 50 examples) has no mean "among healthy runs", so its level leaves the fit without
+    failed runs, with a note; its failure rate is in the failure summary. When it is the reference level's cell,
+    the train size leaves instead, since no contrast can be formed there.
+    """
+    had = set(map(tuple, all_runs[["frozen_layers", "train_size"]].drop_duplicates().to_numpy().tolist()))
+    frame = healthy
+    while True:
+        have = set(map(tuple, frame[["frozen_layers", "train_size"]].drop_duplicates().to_numpy().tolist()))
+        levels = sorted({k for k, _ in had})
+        reference = 0 if 0 in levels else levels[0]
+        empty = sorted(had - have)
+        if not empty or frame.empty:
+            return frame
+        ref_sizes = sorted({n for k, n in empty if k == reference})
+        if ref_sizes:
+            notes.append(f"left out train size(s) {ref_sizes}: every run of the reference level there failed.")
+            had = {(k, n) for k, n in had if n not in ref_sizes}
+            frame = frame[~frame["train_size"].isin(ref_sizes)]
+        else:
+            gone = sorted({k for k, _ in empty})
+            shown = ", ".join(f"frozen {k} at n={n}" for k, n in empty[:6])
+            notes.append(f"left out frozen level(s) {gone}: every run failed in some cell ({shown}).")
+            had = {(k, n) for k, n in had if k not in gone}
+            frame = frame[~frame["frozen_layers"].isin(gone)]
+
+
 def _prepare(
     data: pd.DataFrame,
     response: str,
@@ -200,7 +230,7 @@ def _prepare(
                 f"excluded {int(failed.sum())} failed runs (include_failed=False): estimates are conditional on "
                 "a run not failing."
             )
-        frame = frame[~failed]
+        frame = _drop_failed_cells(frame, frame[~failed], notes)
     values = pd.to_numeric(frame[response], errors="coerce")
     for column in extra_columns:
         values = values.where(pd.to_numeric(frame[column], errors="coerce").notna())
