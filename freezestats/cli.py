@@ -191,6 +191,11 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--storage", help="Optuna storage URL of the study (default sqlite:///freezestats.db)")
     source.add_argument("--results", help="a table written by `freezestats export` (.parquet or .csv)")
     parser.add_argument("--study-name", help="needed when the storage holds several studies")
+    parser.add_argument(
+        "--predictions",
+        help="per-item predictions (`freezestats export --predictions`) for item uncertainty; read from the study's "
+        "artifacts with --storage",
+    )
     parser.add_argument("--model", default="mixed", help="mixed (default), glmm or ols")
     parser.add_argument(
         "--metric",
@@ -236,6 +241,7 @@ class _Analyze(_Command):
 
     def take_action(self, args: argparse.Namespace) -> int:
         from freezestats.analysis import analyze, load_results, load_study_record, summary_lines, write_analysis
+        from freezestats.item_predictions import load_item_table
 
         storage = args.storage
         if storage is None and args.results is None:
@@ -243,10 +249,13 @@ class _Analyze(_Command):
 
             storage = DEFAULT_STORAGE
         table = load_results(storage, args.results, args.study_name)
+        items, why_not = load_item_table(storage, args.predictions, args.study_name)
         if args.bootstrap_tests < 0:
             raise ModelFitError(f"`--bootstrap-tests` must be >= 0, but got {args.bootstrap_tests}.")
         with _bootstrap_progress(args.bootstrap_tests) as progress:
-            analysis = _run_analyze(analyze, table, args, progress)
+            analysis = _run_analyze(analyze, table, args, progress, items)
+        if why_not:
+            analysis.warnings.append(why_not)
         study = load_study_record(storage, args.study_name) if storage is not None else None
         path = write_analysis(analysis, args.output, results=table, study=study)
         if args.json:
@@ -257,7 +266,9 @@ class _Analyze(_Command):
         return 0
 
 
-def _run_analyze(analyze: Callable[..., Any], table: Any, args: argparse.Namespace, progress: Any) -> Any:
+def _run_analyze(
+    analyze: Callable[..., Any], table: Any, args: argparse.Namespace, progress: Any, items: Any = None
+) -> Any:
     return analyze(
         table,
         model=args.model,
@@ -273,6 +284,7 @@ def _run_analyze(analyze: Callable[..., Any], table: Any, args: argparse.Namespa
         pooled=args.pooled,
         bootstrap_tests=args.bootstrap_tests,
         progress=progress,
+        items=items,
     )
 
 
@@ -338,12 +350,20 @@ class _Export(_Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         _storage_arg(parser, study_name=True)
         parser.add_argument("-o", "--output", required=True, help="results.parquet or results.csv")
+        parser.add_argument(
+            "--predictions", help="also write every run's per-item predictions (for item uncertainty) to this .parquet"
+        )
 
     def take_action(self, args: argparse.Namespace) -> int:
         from freezestats.results import export_results
 
         table = export_results(args.storage, args.output, args.study_name)
         print(f"Wrote {len(table)} trials x {table.shape[1]} columns to {args.output}.")
+        if args.predictions:
+            from freezestats.item_predictions import export_item_predictions
+
+            items = export_item_predictions(args.storage, args.predictions, args.study_name)
+            print(f"Wrote {len(items)} item predictions of {items['trial'].nunique()} runs to {args.predictions}.")
         return 0
 
 
@@ -371,6 +391,7 @@ class _Report(_Command):
             args.output,
             storage=args.storage,
             results=args.results,
+            predictions=args.predictions,
             analysis_dir=args.analysis,
             study_name=args.study_name,
             model=args.model,

@@ -16,7 +16,15 @@ import pandas as pd
 
 from freezestats.exceptions import StorageError
 
-__all__ = ["ITEM_COLUMNS", "RUN_KEYS", "export_item_predictions", "item_predictions", "read_item_predictions"]
+__all__ = [
+    "ITEM_COLUMNS",
+    "RUN_KEYS",
+    "export_item_predictions",
+    "item_predictions",
+    "load_item_table",
+    "read_item_predictions",
+    "study_item_predictions",
+]
 
 #: The columns that tie an item row to its run in the results table.
 RUN_KEYS = ["trial", "task", "frozen_layers", "train_size", "subset_draw", "seed", "order_seed"]
@@ -56,21 +64,26 @@ def item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.Data
     return pd.concat(frames, ignore_index=True)[ITEM_COLUMNS]
 
 
-def export_item_predictions(storage: str, output: str | Path, study_name: str | None = None) -> pd.DataFrame:
-    """Write the item table of a study (read from its database and artifact folder) to ``output`` (.parquet)."""
+def study_item_predictions(storage: str, study_name: str | None = None) -> pd.DataFrame:
+    """The item table of a study, read from its database and its artifact folder."""
     from freezestats.results import results_table
     from freezestats.trials import artifact_dir_for, load_study, open_storage
 
+    study = load_study(open_storage(storage, must_exist=True), study_name)
+    folder = Path(study.user_attrs.get("artifact_dir") or artifact_dir_for(storage))
+    if not folder.is_dir():  # the study moved (a committed example): its artifacts are beside the database
+        folder = artifact_dir_for(storage)
+    return item_predictions(results_table(study), folder)
+
+
+def export_item_predictions(storage: str, output: str | Path, study_name: str | None = None) -> pd.DataFrame:
+    """Write the item table of a study to ``output`` (.parquet), atomically; returns it."""
     output = Path(output)
     if output.suffix != ".parquet":
         raise StorageError(f"The predictions file must end in .parquet, but got {str(output)!r}.")
     if not output.parent.is_dir():
         raise StorageError(f"The folder of the predictions file does not exist: {output.parent}.")
-    study = load_study(open_storage(storage, must_exist=True), study_name)
-    folder = Path(study.user_attrs.get("artifact_dir") or artifact_dir_for(storage))
-    if not folder.is_dir():  # the study moved (a committed example): its artifacts are beside the database
-        folder = artifact_dir_for(storage)
-    table = item_predictions(results_table(study), folder)
+    table = study_item_predictions(storage, study_name)
     partial = output.with_name(output.name + ".partial")
     try:
         table.to_parquet(partial, index=False)
@@ -78,6 +91,24 @@ def export_item_predictions(storage: str, output: str | Path, study_name: str | 
     finally:
         partial.unlink(missing_ok=True)
     return table
+
+
+def load_item_table(
+    storage: str | None, predictions: str | Path | None, study_name: str | None = None
+) -> tuple[pd.DataFrame | None, str | None]:
+    """The item table for an analysis and, when there is none, why: from ``predictions`` (a file written by
+    ``freezestats export --predictions``), else from the study database's artifacts, else ``None``.
+
+    A study whose runs predate stored predictions is still analysed (seed-only); the reason says so.
+    """
+    if predictions is not None:
+        return read_item_predictions(predictions), None
+    if storage is None:
+        return None, "no per-item predictions given (--predictions), so the intervals are seed-only"
+    try:
+        return study_item_predictions(storage, study_name), None
+    except StorageError as err:
+        return None, f"no per-item predictions ({err}), so the intervals are seed-only"
 
 
 def read_item_predictions(path: str | Path) -> pd.DataFrame:

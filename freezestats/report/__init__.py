@@ -89,6 +89,7 @@ def build_report(
     *,
     storage: str | None = None,
     results: str | Path | None = None,
+    predictions: str | Path | None = None,
     analysis_dir: str | Path | None = None,
     study_name: str | None = None,
     model: str = "mixed",
@@ -104,7 +105,8 @@ def build_report(
     """Build the report of a study into ``output``: report.qmd with figures and tables, then HTML and/or PDF.
 
     Give a study database (``storage``), an exported table (``results``) or an analysis folder
-    (``analysis_dir``, optionally with one of the others for the single runs). Everything is checked, and
+    (``analysis_dir``, optionally with one of the others for the single runs). ``predictions`` (or the
+    study's artifacts, with ``storage``) adds item uncertainty to the answer's table. Everything is checked, and
     the analysis computed, before the output folder is touched; an existing non-empty folder is refused
     unless ``overwrite``. When rendering fails the ``.qmd`` is kept and :class:`ReportError` carries the
     renderer's message.
@@ -134,6 +136,7 @@ def build_report(
         inputs = gather_inputs(
             storage=storage,
             results=results,
+            predictions=predictions,
             analysis_dir=analysis_dir,
             study_name=study_name,
             model=model,

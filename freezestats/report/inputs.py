@@ -60,6 +60,7 @@ def gather_inputs(
     *,
     storage: str | None = None,
     results: str | Path | None = None,
+    predictions: str | Path | None = None,
     analysis_dir: str | Path | None = None,
     study_name: str | None = None,
     model: str = "mixed",
@@ -97,7 +98,14 @@ def gather_inputs(
         runs = load_results(storage, results, study_name)
         if storage is not None:
             study = load_study_record(storage, study_name)
-        analysis = analyze(runs, model=model, response=metric, variance=variance, margin=margin, n_boot=n_boot)
+        from freezestats.item_predictions import load_item_table
+
+        items, why_not = load_item_table(storage, predictions, study_name)
+        analysis = analyze(
+            runs, model=model, response=metric, variance=variance, margin=margin, n_boot=n_boot, items=items
+        )
+        if why_not:
+            analysis.warnings.append(why_not)
         ran = True
     if runs is None:
         notes.append(

@@ -79,7 +79,7 @@ def answer(inputs: ReportInputs) -> str:
         else "one family per train size"
     )
     paragraphs = [
-        '::: {.callout-note}\n**How to read this.** A depth is *non-inferior* when the study shows, at 95% '
+        "::: {.callout-note}\n**How to read this.** A depth is *non-inferior* when the study shows, at 95% "
         "one-sided confidence, that freezing it loses less than the margin against "
         f"{ref_phrase}; a superiority test that finds no significant difference only says the study could not "
         "tell, which is absence of evidence, not evidence of no cost.\n:::"
@@ -102,8 +102,29 @@ def answer(inputs: ReportInputs) -> str:
             + "."
             + (f" {extra}" if extra else "")
             + f" (Margin {margin:g}; depths tested shallow to deep, stopping at the first that fails; {family}.)"
+            + _items_sentence(inputs.analysis.tables.get("noninferiority_items"), task)
         )
     return "\n\n".join(paragraphs)
+
+
+def _items_sentence(table: pd.DataFrame | None, task: str) -> str:
+    """Where adding the validation items' sampling variance changes the answer, per train size."""
+    if table is None or not (table["task"] == task).any():
+        return ""
+    changed = []
+    for size, group in table[table["task"] == task].groupby("train_size"):
+        seeds = group.loc[group["noninferior_seed"], "frozen_layers"]
+        items = group.loc[group["noninferior"], "frozen_layers"]
+        if len(seeds) != len(items):
+            deepest = frozen_label(int(items.iloc[-1])) if len(items) else None
+            changed.append(f"n = {int(size)}: " + (f"up to {deepest}" if deepest else "no depth"))
+    base = (
+        " These bounds are about this validation set (seeds only). With the items' sampling variance added, "
+        "as for new items of the task, "
+    )
+    if not changed:
+        return base + "the answer is the same."
+    return base + "non-inferiority holds for " + "; ".join(changed) + "."
 
 
 def _superiority_sentence(contrasts: pd.DataFrame | None, task: str, reference: int, adjust: str) -> str:

@@ -47,8 +47,8 @@ def simulate_item_study(
     *,
     seeds: int = 8,
     n_items: int = 872,
-    item_sd: float = 0.3,
-    noise_sd: float = 0.15,
+    item_sd: float = 0.05,
+    noise_sd: float = 0.02,
     rng: int | np.random.Generator | None = None,
 ) -> ItemStudy:
     """Simulate one study; ``accuracy[n][k]`` is level ``k``'s task accuracy at size ``n`` (``k = 0`` is the
