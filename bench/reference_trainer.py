@@ -8,9 +8,22 @@ one epoch of linear warm-up then linear decay, and the blog's own freezing code 
 use Trainer's default size (8) and order (the split's), padded per batch by ``DataCollatorWithPadding``.
 
 Only the training examples are shared with freezestats (the same nested stratified subset, so the two
-are compared on the same data); everything else is Trainer's. Prints one JSON line::
+are compared on the same data); everything else is Trainer's.
+
+``--precision bf16`` sets ``TrainingArguments(bf16=True)``: on CPU (``use_cpu=True``, as here whenever
+there is no CUDA) Trainer hands ``mixed_precision="bf16"`` to Accelerate, which wraps the model's forward
+in ``torch.autocast("cpu", dtype=torch.bfloat16)`` (outputs cast back to fp32) for training and evaluation
+alike: the same autocast freezestats' ``precision = "bf16"`` uses. ``fp32`` (the default) is Trainer's own
+default.
+
+Besides the result it reports, for ``bench/speed.py``'s FLOP count, the padded tokens of every batch
+the model saw in training and in evaluation (a forward pre-hook: batches, sequences, tokens, sum of b*s^2,
+unpadded tokens), the time inside training steps (``on_step_begin`` .. ``on_step_end``: forward, backward,
+clipping, optimizer; the data loader's collation before it is not included) and the evaluations'
+``eval_runtime``. Prints one JSON line::
 
     python bench/reference_trainer.py --task sst2 --size 100 --frozen 0 --seed 1 --data-dir ../shared/data/glue
+    python bench/reference_trainer.py --task sst2 --size 50 --frozen 0 --precision bf16 --max-steps 3 --max-eval 64 ...
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from transformers import (  # noqa: E402
     AutoTokenizer,
     DataCollatorWithPadding,
     Trainer,
+    TrainerCallback,
     TrainingArguments,
 )
 
@@ -39,6 +53,8 @@ from freezestats.data import load_task_data  # noqa: E402
 from freezestats.spec import load_spec  # noqa: E402
 from freezestats.subsets import nested_subsets  # noqa: E402
 from freezestats.tasks import get_task  # noqa: E402
+
+COUNT_KEYS = ("batches", "seqs", "tokens", "tokens_sq", "real_tokens")  # as bench/flops.py counts them
 
 
 def freeze_like_the_blog(model: torch.nn.Module, freeze_layer_count: int) -> None:
@@ -51,6 +67,41 @@ def freeze_like_the_blog(model: torch.nn.Module, freeze_layer_count: int) -> Non
             for layer in base.encoder.layer[:freeze_layer_count]:
                 for param in layer.parameters():
                     param.requires_grad = False
+
+
+class StepTimer(TrainerCallback):
+    """Seconds inside training steps: from ``on_step_begin`` to ``on_step_end`` (no evaluation, no saving)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._began = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs) -> None:  # type: ignore[override]
+        self._began = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs) -> None:  # type: ignore[override]
+        self.seconds += time.perf_counter() - self._began
+
+
+def count_tokens(model: torch.nn.Module) -> dict[str, dict[str, int]]:
+    """Padded tokens of every batch the model runs, apart for training (``model.training``) and evaluation."""
+    counts = {"train": dict.fromkeys(COUNT_KEYS, 0), "eval": dict.fromkeys(COUNT_KEYS, 0)}
+
+    def hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is None:
+            return
+        seqs, length = int(ids.shape[0]), int(ids.shape[1])
+        mask = kwargs.get("attention_mask")
+        entry = counts["train" if module.training else "eval"]
+        entry["batches"] += 1
+        entry["seqs"] += seqs
+        entry["tokens"] += seqs * length
+        entry["tokens_sq"] += seqs * length * length
+        entry["real_tokens"] += int(mask.sum()) if mask is not None else seqs * length
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    return counts
 
 
 def run_cell(args: argparse.Namespace) -> dict:
@@ -72,9 +123,12 @@ def run_cell(args: argparse.Namespace) -> dict:
             tokenize, batched=True, remove_columns=columns
         )
 
-    train_ds, val_ds = as_dataset(train), as_dataset(data.validation)
+    validation = data.validation.iloc[: args.max_eval] if args.max_eval else data.validation
+    train_ds, val_ds = as_dataset(train), as_dataset(validation)
     model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=task.num_labels)
     freeze_like_the_blog(model, args.frozen)
+    counts = count_tokens(model)
+    timer = StepTimer()
 
     steps_per_epoch = math.ceil(len(train_ds) / spec.training.batch_size)
     eval_steps = max(1, round(spec.training.eval_every_epochs * steps_per_epoch))
@@ -103,6 +157,8 @@ def run_cell(args: argparse.Namespace) -> dict:
             report_to="none",
             seed=args.seed,
             use_cpu=not torch.cuda.is_available(),
+            bf16=args.precision == "bf16",
+            max_steps=args.max_steps or -1,  # a cap for smoke tests only; the recipe is the epochs
             disable_tqdm=True,
         )
         trainer = Trainer(
@@ -112,9 +168,10 @@ def run_cell(args: argparse.Namespace) -> dict:
             eval_dataset=val_ds,
             data_collator=DataCollatorWithPadding(tokenizer),
             compute_metrics=accuracy,
+            callbacks=[timer],
         )
-        trainer.train()
-        n_evals = sum(1 for entry in trainer.state.log_history if "eval_accuracy" in entry)
+        trained = trainer.train()
+        evals = [entry for entry in trainer.state.log_history if "eval_accuracy" in entry]
         return {
             "task": args.task,
             "train_size": args.size,
@@ -122,7 +179,12 @@ def run_cell(args: argparse.Namespace) -> dict:
             "seed": args.seed,
             "best_dev": trainer.state.best_metric,
             "n_steps": trainer.state.global_step,
-            "n_evals": n_evals,
+            "n_evals": len(evals),
+            "precision": args.precision,
+            "train_runtime": trained.metrics.get("train_runtime"),
+            "train_step_seconds": timer.seconds,
+            "eval_seconds": sum(entry.get("eval_runtime", 0.0) for entry in evals),
+            "counts": counts,
             "process_seconds": time.perf_counter() - STARTED,
         }
 
@@ -135,6 +197,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--spec", default="study/blog2020-minilm.toml")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: Trainer's bf16=True")
+    parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke tests only)")
+    parser.add_argument("--max-eval", type=int, default=0, help="evaluate on the first N examples (smoke tests only)")
     print(json.dumps(run_cell(parser.parse_args())), flush=True)
 
 

@@ -6,6 +6,9 @@ subsets three times, with 1, 2 and 4 ``freezestats worker`` processes against a 
 storage overhead per trial: the trial's wall time in the database minus the fine-tuning time it reports.
 
     FREEZESTATS_DATA=../shared/data/glue python bench/workers.py
+
+For the real model on real blog-grid cells (1 worker x 2 threads vs 2 workers x 1 thread, cells/hour on
+SQLite), see ``bench/layouts.py``.
 """
 
 from __future__ import annotations
