@@ -227,6 +227,8 @@ def analyze(
             result.warnings.extend(f"{task}: {model} ({fit_name}): {w}" for w in fit.diagnostics.warnings)
             if hasattr(fit, "variance_components"):
                 result.add("variance_components", task, fit.variance_components, **labels)
+            if model == "mixed" and fit_name == "without_failed":
+                attempt("two_part_contrasts", task, lambda fit=fit, one=one: _two_part(one, response, reference, fit))
             if model == "mixed" and fit_name == "all_runs" and crossed_orders(one):
                 attempt("randomness_sources", task, lambda fit=fit: randomness_sources(fit))
             if model == "glmm":  # its EMMs are logits; what a reader wants is the marginal accuracy
@@ -291,6 +293,14 @@ def analyze(
 
 #: The checkpoint whose predictions each response scores (freezestats.predictions.CHECKPOINTS).
 CHECKPOINT_OF = {"best_dev": "best", "heldout": "heldout", "final_dev": "final"}
+
+
+def _two_part(runs: pd.DataFrame, response: str, reference: int, healthy: Any) -> pd.DataFrame:
+    """Contrasts of the expected score with failures in two parts (:mod:`freezestats.stats.two_part`), on the
+    analysis' own fit without failed runs."""
+    from freezestats.stats.two_part import two_part_contrasts
+
+    return two_part_contrasts(runs, response, reference=reference, healthy=healthy)
 
 
 def _metric_failures(runs: pd.DataFrame, response: str) -> tuple[pd.Series, str]:

@@ -1,0 +1,156 @@
+r"""Contrasts of the expected score when some runs fail: P(fail) and the healthy mean, modelled apart.
+
+Failed runs sit at the majority class, tens of points below healthy ones, so a cell's scores are a healthy
+spread plus, now and then, a far outlier. With 5 seeds a cell shows no failure three times in four even when 5%
+of runs fail, and no interval built from the cell's (or the size's) own scores can cover the expected score
+then: the spread it sees has no trace of the failure mode (`bench/coverage.py`, scenario b). The remedy is to
+model the two parts where each is estimable:
+
+.. math:: m_{kn} = (1 - p_{kn})\,h_{kn} + p_{kn}\,b_{kn},
+
+with :math:`h_{kn}` the healthy runs' mean (the mixed model fitted without failed runs), :math:`p_{kn}` the
+failure probability from a Firth logistic model with additive frozen-level and train-size effects (which
+borrows the failure rate across cells: 175 runs instead of 5), and :math:`b_{kn}` the mean score of the cell's
+failed runs, or of the size's where the cell has none (taken as known: it is the majority rate up to a few
+items). The contrast
+:math:`m_{kn} - m_{0n}` gets its variance by the delta method from the two fits, which are independent given
+which runs failed; its df are the healthy contrast's Satterthwaite df for its share of the variance (normal for
+the failure part). Frozen levels that the healthy fit leaves out (some cell with no healthy run) use their
+cell's healthy mean and variance where the cell has healthy runs, and :math:`b_{kn}` where it has none.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import special, stats
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats._mixed_fit import MixedFit
+from freezestats.stats.emm import _design_rows
+from freezestats.stats.failures import _firth
+from freezestats.stats.mixed import fit_mixed
+
+__all__ = ["TWO_PART_COLUMNS", "two_part_contrasts"]
+
+TWO_PART_COLUMNS = [
+    "train_size", "frozen_layers", "reference", "estimate", "se", "df", "ci_low", "ci_high", "p_val",
+    "p_fail", "p_fail_reference", "healthy_difference", "failed_mean",
+]  # fmt: skip
+
+
+def two_part_contrasts(
+    runs: pd.DataFrame,
+    response: str,
+    *,
+    reference: int = 0,
+    variance: str = "per_size",
+    confidence: float = 0.95,
+    healthy: MixedFit | None = None,
+) -> pd.DataFrame:
+    """Each frozen level minus the reference, per train size, on the expected score with failures included.
+
+    ``runs`` is one task's grid runs with a boolean ``failed`` column (the analysis passes failure judged on
+    the analysed metric's checkpoint). ``healthy`` is the mixed model already fitted to those runs without the
+    failed ones (``include_failed=False``), when the caller has it; else it is fitted here with ``variance``.
+    Returns :data:`TWO_PART_COLUMNS`, one row per (size, level); with no failure at all it is the healthy
+    model's contrasts.
+    """
+    if "failed" not in runs.columns:
+        raise ModelFitError("two_part_contrasts needs a `failed` column (which runs failed).")
+    failed = runs["failed"].fillna(False).astype(bool).to_numpy()
+    if failed.all():
+        raise ModelFitError("two_part_contrasts: every run failed, so there is no healthy mean to model.")
+    healthy = healthy or fit_mixed(runs, response, include_failed=False, variance=variance)
+    p_fail, p_grad = _failure_probabilities(runs, failed)
+    values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
+    sizes = runs["train_size"].to_numpy()
+    levels = runs["frozen_layers"].to_numpy()
+    # with no failure P(fail) is exactly 0 and the failed mean has no weight; 0.0 keeps the arithmetic finite
+    overall_failed = float(np.nanmean(values[failed])) if failed.any() else 0.0
+    rows = []
+    for size in sorted(set(sizes)):
+        at = failed & (sizes == size)
+        b_size = float(np.nanmean(values[at])) if at.any() else overall_failed
+
+        def b_of(level: int, size: int = size, b_size: float = b_size) -> float:
+            """Failed runs' mean score in the cell when it has any (a collapsed frozen cell sits a little above
+            the majority rate), else at the size."""
+            cell = failed & (sizes == size) & (levels == level)
+            return float(np.nanmean(values[cell])) if cell.any() else b_size
+
+        b_ref = b_of(reference)
+        ref = _healthy_part(healthy, runs, values, failed, reference, size, b_ref, 0.0)
+        n_ref = int(((levels == reference) & (sizes == size) & ~failed).sum())
+        run_var = ref[2] * max(n_ref, 1)  # one healthy run's variance at this size, from the reference's estimate
+        for level in sorted(set(levels) - {reference}):
+            b = b_of(level)
+            part = _healthy_part(healthy, runs, values, failed, level, size, b, run_var)
+            rows.append(_contrast(size, level, reference, part, ref, p_fail, p_grad, (b, b_ref), healthy, confidence))
+    return pd.DataFrame(rows)[TWO_PART_COLUMNS]
+
+
+def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict, dict]:
+    """P(fail) per (level, size) from Firth's additive logistic model, and per cell ``(dp/dbeta, Cov(beta))``
+    for the delta method (``None`` when no run failed: then P(fail) is 0 and carries no variance)."""
+    cells = runs[["frozen_layers", "train_size"]].drop_duplicates()
+    if not failed.any():
+        return {tuple(c): 0.0 for c in cells.to_numpy()}, {tuple(c): None for c in cells.to_numpy()}
+    design = pd.get_dummies(runs[["frozen_layers", "train_size"]].astype(str), drop_first=True, dtype=float)
+    x = np.column_stack([np.ones(len(runs)), design.to_numpy()])
+    fit = _firth(x, failed.astype(float))
+    first = runs.groupby(["frozen_layers", "train_size"]).head(1)
+    p_fail, grad = {}, {}
+    for index, row in zip(first.index, first.itertuples(index=False), strict=True):
+        xi = x[runs.index.get_loc(index)]
+        p = float(special.expit(xi @ fit.beta))
+        key = (row.frozen_layers, row.train_size)
+        p_fail[key] = p
+        grad[key] = (p * (1 - p) * xi, fit.cov)
+    return p_fail, grad
+
+
+def _healthy_part(healthy, runs, values, failed, level, size, b, run_var) -> tuple:
+    """The healthy mean of a cell: the model's design row (estimate from the fit), or, for a level the healthy
+    fit left out, ``(None, cell mean, its variance)`` (``b`` and 0 when the cell has no healthy run; one healthy
+    run borrows ``run_var``, the size's run variance)."""
+    if level in healthy.frozen_levels and size in healthy.train_sizes:
+        row = _design_rows(healthy, np.array([level]), np.array([size]))[0]
+        return row, float(row @ healthy.params), float(row @ healthy.cov_params @ row)
+    cell = (runs["frozen_layers"].to_numpy() == level) & (runs["train_size"].to_numpy() == size) & ~failed
+    n = int(cell.sum())
+    if n == 0:
+        return None, b, 0.0
+    spread = float(np.var(values[cell], ddof=1)) if n > 1 else run_var
+    return None, float(values[cell].mean()), max(spread, run_var / 4) / n
+
+
+def _contrast(size, level, reference, part, ref, p_fail, p_grad, b, healthy, confidence) -> dict:
+    """m_k - m_0 and its delta-method variance (healthy part from the fit's covariance, failure part from
+    Firth's), with Satterthwaite df for the healthy share."""
+    (row_k, h_k, v_k), (row_0, h_0, v_0) = part, ref
+    (b, b_ref), pk, p0 = b, p_fail[(level, size)], p_fail[(reference, size)]
+    estimate = (1 - pk) * h_k + pk * b - ((1 - p0) * h_0 + p0 * b_ref)
+    if row_k is not None and row_0 is not None:
+        c = (1 - pk) * row_k - (1 - p0) * row_0
+        v_healthy = float(c @ healthy.cov_params @ c)
+        df_healthy = float(np.asarray(healthy.contrast_df(c[None, :]))[0])
+        df_healthy = df_healthy if np.isfinite(df_healthy) and df_healthy >= 1 else 1.0  # a floored variance: df ~ 0
+    else:  # a cell mean outside the fit: independent of the reference's estimate (conservative with paired seeds)
+        v_healthy = (1 - pk) ** 2 * v_k + (1 - p0) ** 2 * v_0
+        df_healthy = 4.0
+    v_fail = 0.0
+    if p_grad[(level, size)] is not None:
+        (gk, cov), (g0, _) = p_grad[(level, size)], p_grad[(reference, size)]
+        a = (b - h_k) * gk - (b_ref - h_0) * g0
+        v_fail = float(a @ cov @ a)
+    var = v_healthy + v_fail
+    df = var**2 / (v_healthy**2 / df_healthy) if v_healthy > 0 else np.inf
+    se = float(np.sqrt(var))
+    half = stats.t.ppf(0.5 + confidence / 2, df) * se
+    return {
+        "train_size": size, "frozen_layers": level, "reference": reference, "estimate": estimate, "se": se,
+        "df": df, "ci_low": estimate - half, "ci_high": estimate + half,
+        "p_val": float(2 * stats.t.sf(abs(estimate) / se, df)) if se > 0 else np.nan,
+        "p_fail": pk, "p_fail_reference": p0, "healthy_difference": h_k - h_0, "failed_mean": b,
+    }  # fmt: skip

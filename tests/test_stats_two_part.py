@@ -1,0 +1,58 @@
+"""Two-part contrasts: P(fail) from Firth's model times the healthy runs' mixed model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special
+
+from freezestats.analysis import analyze
+from freezestats.exceptions import ModelFitError
+from freezestats.stats import contrasts_vs_reference, fit_mixed, simulate_results
+from freezestats.stats.two_part import two_part_contrasts
+
+
+def _study(fail_rate: float, rng: int = 5) -> pd.DataFrame:
+    return simulate_results(tasks=("sst2",), fail_rate=fail_rate, rng=rng)
+
+
+def test_without_failures_it_is_the_healthy_models_contrasts() -> None:
+    runs = _study(0.0)
+    out = two_part_contrasts(runs, "heldout").set_index(["train_size", "frozen_layers"]).sort_index()
+    plain = contrasts_vs_reference(fit_mixed(runs, "heldout"), 0, adjust="none")
+    plain = plain.set_index(["train_size", "frozen_layers"]).sort_index()
+    np.testing.assert_allclose(out["estimate"], plain["estimate"], atol=1e-12)
+    np.testing.assert_allclose(out["se"], plain["se"], rtol=1e-9)
+    assert (out["p_fail"] == 0).all()
+
+
+def test_the_estimate_is_the_mixture_of_the_two_parts() -> None:
+    runs = _study(0.1)
+    out = two_part_contrasts(runs, "heldout")
+    healthy = contrasts_vs_reference(fit_mixed(runs, "heldout", include_failed=False), 0, adjust="none")
+    merged = out.merge(healthy, on=["train_size", "frozen_layers"], suffixes=("", "_h"))
+    np.testing.assert_allclose(merged["healthy_difference"], merged["estimate_h"], atol=1e-12)
+    assert np.isfinite(out["estimate"]).all() and (out["se"] > 0).all() and out["p_fail"].between(0, 1).all()
+    # failure is independent of the cell in this simulation: the additive model gives every cell about 10%
+    assert abs(float(special.logit(out["p_fail"]).mean()) - float(special.logit(0.1))) < 0.5
+
+
+def test_a_level_whose_cell_all_failed_uses_the_failed_mean_there() -> None:
+    runs = _study(0.05)
+    cell = (runs["frozen_layers"] == 12) & (runs["train_size"] == 1000)
+    runs.loc[cell, ["failed", "heldout"]] = [True, 0.509]
+    out = two_part_contrasts(runs, "heldout").set_index(["train_size", "frozen_layers"])
+    row = out.loc[(1000, 12)]
+    assert row["failed_mean"] == pytest.approx(0.509) and row["healthy_difference"] < 0
+    # the level left the healthy fit; at other sizes its own healthy runs give its mean
+    assert np.isfinite(out.loc[(200, 12), "estimate"]) and out.loc[(200, 12), "se"] > 0
+
+
+def test_every_run_failed_is_refused_and_analyze_adds_the_table() -> None:
+    runs = _study(0.05)
+    with pytest.raises(ModelFitError, match="every run failed"):
+        two_part_contrasts(runs.assign(failed=True), "heldout")
+    result = analyze(runs, n_boot=50)
+    table = result.tables["two_part_contrasts"]
+    assert set(table["train_size"]) == set(runs["train_size"]) and (table["se"] > 0).all()
