@@ -321,6 +321,31 @@ def _variance_section(inputs: ReportInputs, w: _Writer) -> str:
                     "all runs.",
                 )
             )
+        two_part = _task_table(inputs, "two_part_contrasts", task, fit=None)
+        if two_part is not None and len(two_part):
+            body.append(
+                w.table(
+                    present(
+                        sorted_cells(two_part),
+                        {
+                            "train_size": "train size",
+                            "frozen_layers": "frozen",
+                            "estimate": "difference",
+                            "ci_low": "CI low",
+                            "ci_high": "CI high",
+                            "healthy_difference": "difference, healthy",
+                            "p_fail": "P(fail)",
+                            "p_fail_reference": "P(fail), reference",
+                        },
+                        {"p_fail": fmt_num(3), "p_fail_reference": fmt_num(3)},
+                    ),
+                    f"{task}-two-part",
+                    f"{task}: the difference from the reference in expected score, failures included, in two parts: "
+                    "P(fail) from a Firth logistic model with additive frozen-level and train-size effects (it "
+                    "borrows the failure rate across cells, which 5 seeds per cell cannot give), times the healthy "
+                    "runs' mixed model; 95% intervals by the delta method.",
+                )
+            )
         test = _task_table(inputs, "spread_test", task, fit=None)
         if test is not None:
             body.append(
