@@ -137,7 +137,8 @@ def noninferiority_with_items(
         v_item, df_item, n_pairs, n_items = _contrast_item_variance(runs, phi, row)
         se_seed, df_seed = float(row.se), float(row.df)
         var = se_seed**2 + v_item
-        df = var**2 / (se_seed**4 / df_seed + (v_item**2 / df_item if np.isfinite(df_item) else 0.0))
+        parts = se_seed**4 / df_seed + (v_item**2 / df_item if np.isfinite(df_item) else 0.0)
+        df = var**2 / parts if parts > 0 else df_seed  # both parts zero (a floored, collapsed contrast): keep df
         se = float(np.sqrt(var))
         rows.append(
             {
