@@ -8,7 +8,8 @@ neither in the embeddings, a layer nor the head would silently stay trainable at
 bias the comparison. :func:`locate_encoder` therefore refuses models it cannot partition exactly.
 
 Freezing strategies are looked up by name (the study spec names one), so alternatives can be added
-with :func:`register_strategy` without touching the trainer.
+with :func:`register_strategy` without touching the trainer; the ``freeze`` arm
+(:class:`freezestats.arms.FreezeArm`) applies the one the spec names.
 """
 
 from __future__ import annotations

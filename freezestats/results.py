@@ -1,7 +1,8 @@
 """Flatten a study database into the tidy results table, and summarise per-cell progress.
 
-The table has one row per trial and fixed snake_case columns (:data:`RESULT_COLUMNS`); it is the
-only thing the statistics and the report read, so its columns are a contract: add, never rename.
+The table has one row per trial and fixed snake_case columns (:data:`RESULT_COLUMNS`, defined by
+:class:`freezestats.record.TrialRecord`); it is the only thing the statistics and the report read, so its
+columns are a contract: add, never rename.
 """
 
 from __future__ import annotations
@@ -14,54 +15,13 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from freezestats.exceptions import StorageError
+from freezestats.record import EXPORT_COLUMNS
 from freezestats.trials import cell_from_trial, is_enqueued_cell, load_study, open_storage, trials_by_cell
 
 __all__ = ["RESULT_COLUMNS", "STATUS_COLUMNS", "cell_status", "export_results", "results_table"]
 
-RESULT_COLUMNS = [
-    "study",
-    "trial",
-    "state",
-    "role",
-    "task",
-    "model",
-    "strategy",
-    "n_layers",
-    "frozen_layers",
-    "train_size",
-    "subset_draw",
-    "seed",
-    "learning_rate",
-    "lr_search",
-    "frozen_dropout",
-    "metric",
-    "best_dev",
-    "final_dev",
-    "heldout",
-    "best_step",
-    "heldout_step",
-    "majority_baseline",
-    "failed",
-    "n_eval",
-    "n_correct",
-    "trainable_params",
-    "total_params",
-    "n_steps",
-    "wall_seconds",
-    "peak_mem_bytes",
-    "device",
-    "precision",
-    "fail_reason",
-    "reused_from_trial",
-    "predictions_artifact",
-    "n_correct_best",
-    "n_correct_heldout",
-    "n_eval_heldout",
-    "top_class_share_best",
-    "top_class_share_heldout",
-    "top_class_share_final",
-    "order_seed",
-]
+RESULT_COLUMNS: list[str] = EXPORT_COLUMNS
+"""The table's columns, in order: the exported fields of :class:`~freezestats.record.TrialRecord`."""
 STATUS_COLUMNS = [
     "cell",
     "task",

@@ -150,6 +150,9 @@ class StudySpec:
     lr_search: LRSearchSpec = field(default_factory=LRSearchSpec)
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     primary_metric: Mapping[str, str] = field(default_factory=dict)
+    plugins: tuple[str, ...] = ()
+    """Modules every process of the study imports before it builds the arm: where user code registers arms
+    and freezing strategies, so that worker processes (which read the spec from the study) know them too."""
     description: str = ""
     version: int = SPEC_VERSION
     source: str = field(default="", compare=False)
@@ -161,6 +164,8 @@ class StudySpec:
         data["lr_search"] = self.lr_search.stored_form(self.grid.seeds)
         if not self.grid.crossed:  # the form stored before `order_seeds` existed: those studies keep their hash
             del data["grid"]["order_seeds"]
+        if not self.plugins:  # likewise for `plugins`
+            del data["plugins"]
         data["primary_metric"] = dict(sorted(self.primary_metric.items()))
         return data
 
@@ -212,7 +217,19 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     p.keys(
         raw,
         "",
-        {"version", "name", "description", "tasks", "model", "grid", "training", "lr_search", "metrics", "execution"},
+        {
+            "version",
+            "name",
+            "description",
+            "tasks",
+            "model",
+            "grid",
+            "training",
+            "lr_search",
+            "metrics",
+            "execution",
+            "plugins",
+        },
     )
     version = p.integer(raw.get("version", SPEC_VERSION), "version", low=1)
     if version > SPEC_VERSION:
@@ -229,6 +246,8 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         except SpecError as err:
             raise SpecError(f"{err} (tasks[{i}], {source})") from None
     p.unique(tasks, "tasks")
+
+    plugins = _parse_plugins(p, raw.get("plugins", []))
 
     model_raw = p.table(raw, "model")
     p.keys(model_raw, "model.", {"name", "strategy"})
@@ -330,10 +349,23 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         lr_search=lr_search,
         execution=execution,
         primary_metric=primary,
+        plugins=plugins,
         description=p.string(raw.get("description", ""), "description"),
         version=version,
         source=source,
     )
+
+
+def _parse_plugins(p: _Parser, value: Any) -> tuple[str, ...]:
+    """``plugins``: dotted module names, imported (later, in every process) by :func:`freezestats.arms.load_plugins`."""
+    if not isinstance(value, list):
+        raise p.fail(f"`plugins` must be a list of module names, but got plugins={value!r}")
+    modules = tuple(p.string(v, f"plugins[{i}]") for i, v in enumerate(value))
+    for i, module in enumerate(modules):
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise p.fail(f"`plugins[{i}]` must be a dotted module name like 'my_arms.probe', but got {module!r}")
+    p.unique(modules, "plugins")
+    return modules
 
 
 def _no_search_metric(metric: str) -> str:

@@ -1,0 +1,45 @@
+"""Arms: the ways of adapting a pretrained encoder that a study compares, one module per arm.
+
+``freeze`` (:class:`FreezeArm`) is the first and, until the spec can name others, the arm of every study.
+To add an arm:
+
+1. subclass :class:`Arm` in a module of its own: ``from_spec`` (its options), ``valid_levels``,
+   ``prepare_model`` (and ``run`` only if the shared training loop does not fit);
+2. decorate it with ``@register_arm("name")``;
+3. make it reach every process: import it from ``freezestats/arms/__init__.py`` (an arm of this package),
+   or list its module in the spec's ``plugins``, or declare a ``freezestats.arms`` entry point.
+
+Nothing here imports torch: the registry answers without it, and an arm loads torch only to build a model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from freezestats.arms._base import Arm
+from freezestats.arms._freeze import FreezeArm
+from freezestats.arms._registry import ENTRY_POINT_GROUP, available_arms, get_arm, load_plugins, register_arm
+
+if TYPE_CHECKING:
+    from freezestats.spec import StudySpec
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Arm",
+    "FreezeArm",
+    "arm_for_spec",
+    "available_arms",
+    "get_arm",
+    "load_plugins",
+    "register_arm",
+]
+
+
+def arm_for_spec(spec: StudySpec) -> Arm:
+    """The arm a study trains, with its options: its ``plugins`` imported first, then ``freeze`` built.
+
+    Every study has the ``freeze`` arm until the spec can name arms; its ``[model] strategy`` may come
+    from a plugin, which is why the plugins are imported before the arm is built.
+    """
+    load_plugins(spec.plugins)
+    return get_arm(FreezeArm.name).from_spec(spec)

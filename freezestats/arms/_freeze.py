@@ -1,0 +1,56 @@
+"""The ``freeze`` arm: freeze the embeddings and the first ``k`` encoder layers, fine-tune the rest.
+
+It wraps the freezing strategies of :mod:`freezestats.freezing` (``[model] strategy`` picks one), so a
+study run before arms existed trains exactly the same models, and its cells keep their keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from freezestats.arms._base import Arm
+from freezestats.arms._registry import register_arm
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from freezestats.spec import StudySpec
+
+__all__ = ["FreezeArm"]
+
+
+@register_arm("freeze")
+class FreezeArm(Arm):
+    """Freeze depth ``k`` (``frozen_layers``): -1 the embeddings only, 0 nothing, ``k`` embeddings + ``k`` layers.
+
+    ``strategy`` names the registered freezing strategy (:func:`freezestats.freezing.register_strategy`)
+    that sets ``requires_grad`` for a depth; the default, ``freeze``, is :func:`freezestats.freezing.freeze`.
+    """
+
+    level_axis = "frozen_layers"
+
+    def __init__(self, strategy: str = "freeze") -> None:
+        self.strategy = strategy
+
+    @classmethod
+    def from_spec(cls, spec: StudySpec) -> FreezeArm:
+        """``[model] strategy``, looked up now so that a misspelt strategy fails before any training."""
+        arm = cls(spec.model.strategy)
+        arm._strategy()
+        return arm
+
+    def options(self) -> dict[str, Any]:
+        return {"strategy": self.strategy}
+
+    def valid_levels(self, n_layers: int) -> Sequence[int]:
+        return range(-1, n_layers + 1)
+
+    def prepare_model(self, model: nn.Module, level: int) -> nn.Module:
+        self._strategy()(model, level)
+        return model
+
+    def _strategy(self) -> Any:
+        from freezestats.freezing import get_strategy  # imports torch: only when a model is built or checked
+
+        return get_strategy(self.strategy)

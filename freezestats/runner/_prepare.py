@@ -1,0 +1,128 @@
+"""Prepare a study: every check that can fail before training, and the data each process derives once.
+
+``prepare_study`` is what ``freezestats validate`` checks and what every run and worker starts from: the
+study's arm (its plugins imported), the model's depth, the device and precision, the task data, the nested
+train subsets and the validation halves. :func:`encoded_splits` tokenizes a task's data the first time a
+cell of that task runs in this process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from freezestats.arms import Arm, arm_for_spec
+from freezestats.backbone import load_tokenizer, n_layers_of
+from freezestats.cells import Cell, grid_cells, search_cells
+from freezestats.data import TaskData, load_task_data
+from freezestats.exceptions import SpecError
+from freezestats.spec import FULL, StudySpec, check_against
+from freezestats.subsets import nested_subsets, validation_halves
+from freezestats.tasks import get_task
+
+if TYPE_CHECKING:
+    from freezestats.training import EncodedSplit
+
+__all__ = ["PreparedStudy", "PreparedTask", "encoded_splits", "prepare_study"]
+
+
+@dataclass
+class PreparedTask:
+    """A task's data with everything derived from it once per process."""
+
+    data: TaskData
+    subsets: dict[int, dict[int, np.ndarray]]  # draw -> size -> pool indices
+    select_idx: np.ndarray
+    score_idx: np.ndarray
+    encoded: dict[str, Any] = field(default_factory=dict)  # filled lazily: "train", "validation", "rows"
+
+
+@dataclass
+class PreparedStudy:
+    """A validated study, ready to run: what ``freezestats validate`` checks and ``run`` uses."""
+
+    spec: StudySpec
+    n_layers: int
+    pool_sizes: dict[str, int]
+    tasks: dict[str, PreparedTask]
+    precision: str  # what ``training.precision`` resolves to on this machine (``auto`` depends on it)
+    arm: Arm  # what trains each cell (today always ``freeze``, with the spec's strategy)
+
+    def cells(self) -> tuple[list[Cell], list[Cell]]:
+        """(search cells, grid cells); grid cells that wait for a search are not listed."""
+        return search_cells(self.spec, self.pool_sizes), grid_cells(self.spec, self.pool_sizes)
+
+    def n_cells(self) -> int:
+        """Trials the study will hold when done (search trials plus grid cells)."""
+        g = self.spec.grid
+        n_grid = len(self.spec.tasks) * len(g.train_sizes) * g.subset_draws * len(g.frozen_layers) * len(g.seeds)
+        n_grid *= len(g.order_seeds) if g.order_seeds is not None else 1
+        return n_grid + len(search_cells(self.spec, self.pool_sizes))
+
+
+def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> PreparedStudy:
+    """Every check that can fail before training: arm and strategy, model, data, levels, sizes, device."""
+    from freezestats.training import resolve_device, resolve_precision
+
+    arm = arm_for_spec(spec)
+    n_layers = n_layers_of(spec.model.name)
+    precision = resolve_precision(spec.training.precision, resolve_device(spec.training.device))
+    datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.tasks}
+    pool_sizes = {name: len(data.train) for name, data in datasets.items()}
+    check_against(spec, n_layers, pool_sizes)
+    _check_levels(arm, spec, n_layers)
+    tasks = {name: _prepare_task(spec, data, pool_sizes[name]) for name, data in datasets.items()}
+    return PreparedStudy(spec=spec, n_layers=n_layers, pool_sizes=pool_sizes, tasks=tasks, precision=precision, arm=arm)
+
+
+def _check_levels(arm: Arm, spec: StudySpec, n_layers: int) -> None:
+    """Every level of the grid must be one the arm has for this model."""
+    valid = arm.valid_levels(n_layers)
+    for i, level in enumerate(spec.grid.frozen_layers):
+        if level not in valid:
+            raise SpecError(
+                f"`grid.{arm.level_axis}` must hold levels of arm '{arm.name}' for model '{spec.model.name}' "
+                f"(L={n_layers}: {list(valid)}), but got {level} (grid.{arm.level_axis}[{i}], {spec.source})."
+            )
+
+
+def _prepare_task(spec: StudySpec, data: TaskData, pool_size: int) -> PreparedTask:
+    """The task's nested train subsets per draw (``full``: the whole pool) and its validation halves."""
+    regression = data.task.is_regression
+    sizes = [s for s in spec.grid.train_sizes if s != FULL]
+    subsets = {
+        draw: nested_subsets(data.train_labels, sizes, draw_seed=draw, regression=regression) if sizes else {}
+        for draw in range(spec.grid.subset_draws)
+    }
+    if FULL in spec.grid.train_sizes:
+        for draw_subsets in subsets.values():
+            draw_subsets[pool_size] = np.arange(pool_size, dtype=np.int64)
+    select_idx, score_idx = validation_halves(data.validation_labels, regression=regression)
+    return PreparedTask(data=data, subsets=subsets, select_idx=select_idx, score_idx=score_idx)
+
+
+def encoded_splits(prepared: PreparedStudy, cell: Cell) -> tuple[EncodedSplit, EncodedSplit]:
+    """The cell's train subset and the validation set, tokenized once per task and process."""
+    from freezestats.training import encode_split
+
+    task = prepared.tasks[cell.task]
+    if not task.encoded:
+        tokenizer = load_tokenizer(prepared.spec.model.name)
+        max_length = prepared.spec.training.max_length
+        rows = np.unique(np.concatenate([idx for draw in task.subsets.values() for idx in draw.values()]))
+        columns = task.data.task.text_columns
+        task.encoded["rows"] = rows
+        for split, frame in (("train", task.data.train.iloc[rows]), ("validation", task.data.validation)):
+            task.encoded[split] = encode_split(
+                [frame[c].tolist() for c in columns],
+                frame["label"].to_numpy(),
+                tokenizer,
+                max_length,
+                f"{cell.task}/{split}",
+            )
+    pool_idx = task.subsets[cell.subset_draw][cell.train_size]
+    positions = np.searchsorted(task.encoded["rows"], pool_idx)
+    return task.encoded["train"].subset(positions), task.encoded["validation"]

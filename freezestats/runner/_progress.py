@@ -1,0 +1,71 @@
+"""The progress display of a run: cells done of the total with an ETA, and the current cell's steps."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from freezestats.cells import Cell, CellRole
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Rich progress: cells done / total with ETA, and the steps of the current cell."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled = enabled
+        self._bar: Any = None
+        if not enabled:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
+        self._cells = self._bar.add_task("cells", total=total)
+        self._steps = self._bar.add_task("  current cell", total=1, visible=False)
+        self._bar.start()
+
+    def set_done(self, done: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._cells, completed=done)
+
+    def start_cell(self, cell: Cell) -> None:
+        if self._bar is not None:
+            role = "lr search " if cell.role is CellRole.SEARCH else ""
+            label = (
+                f"  {role}{cell.task} frozen={cell.frozen_layers} n={cell.train_size} "
+                f"draw={cell.subset_draw} seed={cell.seed} lr={cell.learning_rate:g}"
+            )
+            if cell.order_seed is not None:
+                label += f" order_seed={cell.order_seed}"
+            self._bar.reset(self._steps, total=1, description=label, visible=True)
+
+    def step(self, step: int, total: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._steps, completed=step, total=total)
+
+    def note(self, message: str) -> None:
+        """A line above the bars (or on stderr without them)."""
+        if self._bar is not None:
+            self._bar.console.print(message, markup=False, highlight=False)
+        else:
+            print(message, file=sys.stderr)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

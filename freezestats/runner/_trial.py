@@ -1,0 +1,136 @@
+"""What one trial does: train its cell with the study's arm, keep the predictions, build its record.
+
+The record is a :class:`~freezestats.record.TrialRecord`, the one definition of what a trial exports; the
+caller (the runner's objective) stores :meth:`~freezestats.record.TrialRecord.attrs` with the trial.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+import pandas as pd
+
+from freezestats.backbone import load_tokenizer
+from freezestats.cells import Cell
+from freezestats.lr_search import select_half_best
+from freezestats.metrics import is_failed_run, majority_baseline
+from freezestats.predictions import checkpoint_counts, predictions_frame
+from freezestats.record import TrialRecord
+from freezestats.runner._prepare import PreparedStudy, encoded_splits
+from freezestats.runner._provenance import library_versions
+
+if TYPE_CHECKING:
+    from freezestats.prefix_cache import PrefixCache
+    from freezestats.training import RunOutcome
+
+__all__ = ["run_cell"]
+
+
+def run_cell(
+    prepared: PreparedStudy,
+    cell: Cell,
+    trial: optuna.Trial,
+    *,
+    artifact_store: Any,
+    prefix_cache: PrefixCache,
+    on_step: Callable[[int, int], None] | None = None,
+) -> TrialRecord:
+    """Fine-tune ``cell`` (its level on the arm's axis), upload its predictions, and return its record."""
+    spec = prepared.spec
+    task = prepared.tasks[cell.task]
+    train, validation = encoded_splits(prepared, cell)
+    metric = spec.metric_for(cell.task)
+    outcome = prepared.arm.run(
+        level=cell.frozen_layers,
+        model_name=spec.model.name,
+        task=task.data.task,
+        metric=metric,
+        train=train,
+        validation=validation,
+        select_idx=task.select_idx,
+        score_idx=task.score_idx,
+        seed=cell.seed,
+        order_seed=cell.data_order_seed,
+        learning_rate=cell.learning_rate,
+        training=spec.training,
+        tokenizer=load_tokenizer(spec.model.name),
+        on_step=on_step,
+        prefix_cache=prefix_cache,
+    )
+    regression = task.data.task.is_regression
+    labels = validation.labels
+    baseline = majority_baseline(metric, train.labels, labels, regression)
+    frame = predictions_frame(outcome.checkpoints, labels, task.select_idx)
+    return _record(
+        prepared,
+        cell,
+        outcome,
+        metric=metric,
+        baseline=baseline,
+        counts=checkpoint_counts(outcome.checkpoints, labels, task.score_idx, regression),
+        failed=is_failed_run(outcome.final_predictions, regression, outcome.summary.final_dev, baseline),
+        artifact_id=upload_predictions(artifact_store, trial, frame),
+    )
+
+
+def _record(
+    prepared: PreparedStudy,
+    cell: Cell,
+    outcome: RunOutcome,
+    *,
+    metric: str,
+    baseline: float,
+    counts: dict[str, Any],
+    failed: bool,
+    artifact_id: str,
+) -> TrialRecord:
+    """The trial's record from its run (the fields the trial itself holds are left to it)."""
+    spec = prepared.spec
+    return TrialRecord(
+        model=spec.model.name,
+        strategy=spec.model.strategy,
+        n_layers=prepared.n_layers,
+        metric=metric,
+        best_dev=outcome.summary.best_dev,
+        best_step=outcome.summary.best_step,
+        final_dev=outcome.summary.final_dev,
+        heldout=outcome.summary.heldout,
+        heldout_step=outcome.summary.heldout_step,
+        select_best=select_half_best(outcome.curve),  # what lr_search.select_metric = "select" uses
+        majority_baseline=baseline,
+        failed=failed,
+        **counts,
+        final_metrics=outcome.final_metrics,
+        curve=outcome.curve,
+        lr_search=spec.lr_search.mode,
+        lr_search_reuse=spec.lr_search.reuse,
+        frozen_dropout=spec.training.frozen_dropout,
+        order_seed=cell.data_order_seed,  # the seed of the data order: `seed` itself unless crossed
+        eval_prefix_cached=outcome.extra["eval_prefix_cached"],
+        train_prefix_cached=outcome.extra["train_prefix_cached"],
+        trainable_params=outcome.trainable_params,
+        total_params=outcome.total_params,
+        n_steps=outcome.n_steps,
+        final_train_loss=outcome.final_train_loss,
+        wall_seconds=outcome.wall_seconds,
+        peak_mem_bytes=outcome.peak_mem_bytes,
+        peak_mem_kind=outcome.peak_mem_kind,
+        device=outcome.device,
+        precision=outcome.precision,
+        versions=library_versions(),
+        predictions_artifact=artifact_id,
+    )
+
+
+def upload_predictions(artifact_store: Any, trial: optuna.Trial, frame: pd.DataFrame) -> str:
+    """Store the per-example predictions as an Optuna artifact of ``trial``; returns its id."""
+    from optuna.artifacts import upload_artifact
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"predictions_trial{trial.number}.parquet"
+        frame.to_parquet(path, index=False)
+        return upload_artifact(artifact_store=artifact_store, file_path=str(path), study_or_trial=trial)

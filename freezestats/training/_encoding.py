@@ -1,0 +1,73 @@
+"""Tokenized splits, and the dynamically padded batches made from them.
+
+The other steps call :func:`collate` and :func:`eval_batches` through this module (``_encoding.collate``),
+so that a benchmark that wraps one of them to count padded tokens wraps it everywhere at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from freezestats.prefix_cache import EvalBatch
+
+__all__ = ["EncodedSplit", "collate", "encode_split", "eval_batches"]
+
+
+@dataclass(frozen=True)
+class EncodedSplit:
+    """A tokenized split: one dict of token lists per example (unpadded), and the labels.
+
+    ``name`` and ``ids`` (each example's position in the split it was cut from) let the frozen-prefix
+    cache recognise the same examples in another trial's subset.
+    """
+
+    features: tuple[dict[str, list[int]], ...]
+    labels: np.ndarray
+    name: str = ""
+    ids: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def example_ids(self) -> np.ndarray:
+        return np.arange(len(self)) if self.ids is None else self.ids
+
+    def subset(self, indices: Sequence[int]) -> EncodedSplit:
+        index = np.asarray(indices, dtype=int)
+        return EncodedSplit(
+            tuple(self.features[i] for i in indices), self.labels[index], self.name, self.example_ids()[index]
+        )
+
+
+def encode_split(
+    texts: Sequence[Sequence[str]], labels: np.ndarray, tokenizer: Any, max_length: int, name: str = ""
+) -> EncodedSplit:
+    """Tokenize once, without padding (padding happens per batch, to the batch's longest sequence).
+
+    ``texts`` holds one sequence of strings per text column; two columns are encoded as a sequence pair.
+    """
+    columns = [list(column) for column in texts]
+    encoded = tokenizer(*columns, truncation=True, max_length=max_length, padding=False)
+    keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
+    features = tuple({k: encoded[k][i] for k in keys} for i in range(len(columns[0])))
+    return EncodedSplit(features=features, labels=np.asarray(labels), name=name)
+
+
+def collate(tokenizer: Any, features: list[dict[str, list[int]]], device: torch.device) -> dict[str, torch.Tensor]:
+    """Pad ``features`` to their longest sequence and move them to ``device``."""
+    batch = tokenizer.pad(features, padding=True, return_tensors="pt")
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def eval_batches(tokenizer: Any, split: EncodedSplit, batch_size: int, device: torch.device) -> list[EvalBatch]:
+    """Length-sorted, dynamically padded batches of the whole split (made once per split and process)."""
+    order = sorted(range(len(split)), key=lambda i: len(split.features[i]["input_ids"]))
+    return [
+        EvalBatch(tuple(chunk), collate(tokenizer, [split.features[i] for i in chunk], device))
+        for chunk in (order[start : start + batch_size] for start in range(0, len(order), batch_size))
+    ]

@@ -1,0 +1,51 @@
+"""The trial record: one definition of the export's columns, what the runner stores, and the README's table."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from freezestats.cells import Cell
+from freezestats.record import EXPORT_COLUMNS, TrialRecord
+from freezestats.results import RESULT_COLUMNS
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _readme_columns() -> list[str]:
+    """The first column of the table under "## What every trial records", in order."""
+    section = README.read_text(encoding="utf-8").split("## What every trial records", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    if len(rows) < 3:
+        pytest.fail("README.md has no column table under '## What every trial records'.")
+    return [re.sub(r"`", "", row.split("|")[1]).strip() for row in rows[2:]]  # skip the header and the rule
+
+
+def test_the_export_columns_are_the_records_exported_fields() -> None:
+    assert RESULT_COLUMNS == EXPORT_COLUMNS
+    assert RESULT_COLUMNS[:5] == ["study", "trial", "state", "role", "task"] and RESULT_COLUMNS[-1] == "order_seed"
+    assert len(set(RESULT_COLUMNS)) == len(RESULT_COLUMNS)
+
+
+def test_every_export_column_is_documented_in_the_readme_and_nothing_else() -> None:
+    documented = _readme_columns()
+    assert sorted(set(RESULT_COLUMNS) - set(documented)) == [], "export columns missing from README's table"
+    assert sorted(set(documented) - set(RESULT_COLUMNS)) == [], "README documents columns the export lacks"
+    assert documented == RESULT_COLUMNS  # and in the export's order
+
+
+def test_the_runner_stores_the_run_fields_and_leaves_the_trials_own_to_it() -> None:
+    run_fields = [f.name for f in fields(TrialRecord) if f.metadata["source"] == "run"]
+    values = {name: i for i, name in enumerate(run_fields)}
+    record = TrialRecord(**values)
+    assert record.attrs() == values  # every run field, and only those
+    trial_fields = {f.name for f in fields(TrialRecord) if f.metadata["source"] == "trial"}
+    cell = Cell(task="sst2", frozen_layers=0, train_size=32, subset_draw=0, seed=1, learning_rate=5e-5)
+    # What results.results_table reads from the trial itself, and what the storage layer writes on it.
+    assert trial_fields == {"study", "trial", "state", "role", *cell.params(), "fail_reason", "reused_from_trial"}
+    assert all(getattr(record, name) is None for name in trial_fields)
+    with pytest.raises(TypeError):
+        TrialRecord(**{k: v for k, v in values.items() if k != "best_dev"})  # a run field cannot be forgotten
