@@ -341,8 +341,9 @@ def _variance_section(inputs: ReportInputs, w: _Writer) -> str:
                     ),
                     f"{task}-two-part",
                     f"{task}: the difference from the reference in expected score, failures included, in two parts: "
-                    "P(fail) from a Firth logistic model with additive frozen-level and train-size effects (it "
-                    "borrows the failure rate across cells, which 5 seeds per cell cannot give), times the healthy "
+                    "P(fail) from a Firth logistic model with frozen-level and train-size effects and a per-level "
+                    "slope in log2(size) (it borrows the failure rate across cells, which 5 seeds per cell cannot "
+                    "give), times the healthy "
                     "runs' mixed model; 95% intervals by the delta method.",
                 )
             )

@@ -9,10 +9,11 @@ model the two parts where each is estimable:
 .. math:: m_{kn} = (1 - p_{kn})\,h_{kn} + p_{kn}\,b_{kn},
 
 with :math:`h_{kn}` the healthy runs' mean (the mixed model fitted without failed runs), :math:`p_{kn}` the
-failure probability from a Firth logistic model with additive frozen-level and train-size effects (which
-borrows the failure rate across cells: 175 runs instead of 5), and :math:`b_{kn}` the mean score of the cell's
-failed runs, or of the size's where the cell has none (taken as known: it is the majority rate up to a few
-items). The contrast
+failure probability from a Firth logistic model with frozen-level and train-size effects and a
+per-level slope in log2(size) (which borrows the failure rate across cells: 175 runs instead of 5, while
+letting deep freezing fail at every size and shallow levels at small sizes only), and :math:`b_{kn}` the
+mean score of the cell's failed runs, or of the size's where the cell has none (taken as known: it is the
+majority rate up to a few items). The contrast
 :math:`m_{kn} - m_{0n}` gets its variance by the delta method from the two fits, which are independent given
 which runs failed; its df are the healthy contrast's Satterthwaite df for its share of the variance (normal for
 the failure part). Frozen levels that the healthy fit leaves out (some cell with no healthy run) use their
@@ -91,13 +92,18 @@ def two_part_contrasts(
 
 
 def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict, dict]:
-    """P(fail) per (level, size) from Firth's additive logistic model, and per cell ``(dp/dbeta, Cov(beta))``
-    for the delta method (``None`` when no run failed: then P(fail) is 0 and carries no variance)."""
+    """P(fail) per (level, size) from Firth's logistic model (level + size + level × log2 size), and per cell
+    ``(dp/dbeta, Cov(beta))`` for the delta method (``None`` when no run failed: P(fail) is then 0, with no
+    variance)."""
     cells = runs[["frozen_layers", "train_size"]].drop_duplicates()
     if not failed.any():
         return {tuple(c): 0.0 for c in cells.to_numpy()}, {tuple(c): None for c in cells.to_numpy()}
     design = pd.get_dummies(runs[["frozen_layers", "train_size"]].astype(str), drop_first=True, dtype=float)
-    x = np.column_stack([np.ones(len(runs)), design.to_numpy()])
+    # plus one smooth interaction: each frozen level's failure odds change along log2(size) at its own rate, as
+    # deep freezing fails at every size while shallow levels fail at small sizes only
+    log_size = np.log2(runs["train_size"].to_numpy(dtype=float))
+    slope = pd.get_dummies(runs["frozen_layers"].astype(str), dtype=float).to_numpy()[:, 1:]
+    x = np.column_stack([np.ones(len(runs)), design.to_numpy(), slope * (log_size - log_size.mean())[:, None]])
     fit = _firth(x, failed.astype(float))
     first = runs.groupby(["frozen_layers", "train_size"]).head(1)
     p_fail, grad = {}, {}
