@@ -202,7 +202,7 @@ def analyze(
         attempt("spread_test", task, lambda one=one: spread_test(one, response))
         attempt("failure_rates", task, lambda one=one: failure_rates(one))
         attempt("failure_model", task, lambda one=one: failure_model(one, on_separation="nan"))
-        attempt("failure_summary", task, lambda one=one: _failure_summary(one, response))
+        attempt("failure_summary", task, lambda one=one, rule=rule: _failure_summary(one, response, rule))
         attempt(
             "relative_scores", task, lambda one=one: relative_scores(one, response, reference=reference, n_boot=n_boot)
         )
@@ -323,13 +323,14 @@ def _metric_failures(runs: pd.DataFrame, response: str) -> tuple[pd.Series, str]
     return flags.fillna(runner).astype(bool), rule
 
 
-def _failure_summary(runs: pd.DataFrame, response: str) -> pd.DataFrame:
-    """Per cell: P(fail) (Wilson), the mean of healthy runs and of all runs, failure judged on the checkpoint the
-    analysed metric scores (:func:`_metric_failures`)."""
+def _failure_summary(runs: pd.DataFrame, response: str, rule: str) -> pd.DataFrame:
+    """Per cell: P(fail) (Wilson), the mean of healthy runs and of all runs; ``runs["failed"]`` is already judged
+    on the checkpoint the analysed metric scores, by ``rule`` (:func:`_metric_failures`)."""
     from freezestats.stats.failures import failure_summary
 
-    failed, rule = _metric_failures(runs, response)
-    return failure_summary(runs, failed, response=response).assign(rule=rule, checkpoint=CHECKPOINT_OF[response])
+    return failure_summary(runs, runs["failed"], response=response).assign(
+        rule=rule, checkpoint=CHECKPOINT_OF[response]
+    )
 
 
 def _seeds_per_size(curve: pd.DataFrame) -> dict[str, dict[str, int | None]]:

@@ -54,8 +54,9 @@ def item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.Data
                 f"The predictions of trial {run.trial} ({path.name}) are not in {folder}; copy the study's artifact "
                 "folder along with its database (default: <db>.artifacts beside it)."
             )
-        frame = pd.read_parquet(path, columns=["idx", "label", "half", "prediction_best", "prediction_heldout"])
-        frame["prediction_final"] = pd.read_parquet(path, columns=["prediction"])["prediction"].to_numpy()
+        frame = pd.read_parquet(
+            path, columns=["idx", "label", "half", "prediction_best", "prediction_heldout", "prediction"]
+        ).rename(columns={"prediction": "prediction_final"})
         for key in RUN_KEYS:
             frame[key] = getattr(run, key)
         frames.append(frame)

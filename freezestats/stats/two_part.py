@@ -27,7 +27,6 @@ import pandas as pd
 from scipy import special, stats
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats._mixed_fit import MixedFit
 from freezestats.stats.emm import _design_rows
 from freezestats.stats.failures import _firth
 from freezestats.stats.mixed import fit_mixed
@@ -47,22 +46,20 @@ def two_part_contrasts(
     reference: int = 0,
     variance: str = "per_size",
     confidence: float = 0.95,
-    healthy: MixedFit | None = None,
 ) -> pd.DataFrame:
     """Each frozen level minus the reference, per train size, on the expected score with failures included.
 
     ``runs`` is one task's grid runs with a boolean ``failed`` column (the analysis passes failure judged on
-    the analysed metric's checkpoint). ``healthy`` is the mixed model already fitted to those runs without the
-    failed ones (``include_failed=False``), when the caller has it; else it is fitted here with ``variance``.
-    Returns :data:`TWO_PART_COLUMNS`, one row per (size, level); with no failure at all it is the healthy
-    model's contrasts.
+    the analysed metric's checkpoint); the healthy runs' mixed model is fitted with ``variance``. Returns
+    :data:`TWO_PART_COLUMNS`, one row per (size, level); with no failure at all it is the healthy model's
+    contrasts.
     """
     if "failed" not in runs.columns:
         raise ModelFitError("two_part_contrasts needs a `failed` column (which runs failed).")
     failed = runs["failed"].fillna(False).astype(bool).to_numpy()
     if failed.all():
         raise ModelFitError("two_part_contrasts: every run failed, so there is no healthy mean to model.")
-    healthy = healthy or fit_mixed(runs, response, include_failed=False, variance=variance)
+    healthy = fit_mixed(runs, response, include_failed=False, variance=variance)
     p_fail, p_grad = _failure_probabilities(runs, failed)
     values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
     sizes = runs["train_size"].to_numpy()
@@ -105,12 +102,11 @@ def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict
     slope = pd.get_dummies(runs["frozen_layers"].astype(str), dtype=float).to_numpy()[:, 1:]
     x = np.column_stack([np.ones(len(runs)), design.to_numpy(), slope * (log_size - log_size.mean())[:, None]])
     fit = _firth(x, failed.astype(float))
-    first = runs.groupby(["frozen_layers", "train_size"]).head(1)
     p_fail, grad = {}, {}
-    for index, row in zip(first.index, first.itertuples(index=False), strict=True):
-        xi = x[runs.index.get_loc(index)]
+    for position in np.flatnonzero(~runs.duplicated(["frozen_layers", "train_size"]).to_numpy()):
+        xi = x[position]  # the design row of the cell's first run (every run of a cell has the same row)
         p = float(special.expit(xi @ fit.beta))
-        key = (row.frozen_layers, row.train_size)
+        key = (runs["frozen_layers"].iloc[position], runs["train_size"].iloc[position])
         p_fail[key] = p
         grad[key] = (p * (1 - p) * xi, fit.cov)
     return p_fail, grad
