@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -138,31 +137,3 @@ def test_cli_analyze_reads_predictions_and_writes_the_items_table(item_study: ob
     assert code == 0
     assert len(pd.read_parquet(tmp_path / "a" / "noninferiority_items.parquet")) == 4
     assert main(["analyze", "--results", str(results), "--predictions", str(results), "-o", str(tmp_path / "b")]) != 0
-
-
-def test_the_example_study_predictions_reproduce_its_stored_counts(tmp_path: Path) -> None:
-    """Every run's stored per-item predictions give back the counts in its results row, checkpoint by checkpoint
-    (the worked example's database; a copy, since the running study may replace it)."""
-    example = Path(__file__).resolve().parents[1] / "examples" / "blog2020-minilm"
-    shutil.copy(example / "study.db", tmp_path / "study.db")
-    shutil.copytree(example / "study.db.artifacts", tmp_path / "study.db.artifacts")
-    from freezestats.item_predictions import export_item_predictions
-    from freezestats.results import export_results
-
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
-    runs = export_results(storage, tmp_path / "results.csv")
-    items = export_item_predictions(storage, tmp_path / "predictions.parquet")
-    grid = runs[runs["role"] == "grid"].set_index("trial")
-    assert set(items["trial"]) == set(grid.index[grid["predictions_artifact"].notna()]) and len(grid) > 50
-    correct = (
-        items.assign(
-            best=items["prediction_best"] == items["label"],
-            final=items["prediction_final"] == items["label"],
-            heldout=(items["prediction_heldout"] == items["label"]) & (items["half"] == "score"),
-        )
-        .groupby("trial")[["best", "final", "heldout"]]
-        .sum()
-    )
-    stored = grid.loc[correct.index]
-    assert (correct["best"] == stored["n_correct_best"]).all() and (correct["final"] == stored["n_correct"]).all()
-    assert (correct["heldout"] == stored["n_correct_heldout"]).all()

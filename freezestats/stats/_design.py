@@ -317,6 +317,19 @@ def _indicators(values: pd.Series) -> np.ndarray:
     return out
 
 
+def standard_errors(variances: np.ndarray) -> np.ndarray:
+    """Square roots of estimated variances, NaN where a variance is zero or negative.
+
+    Where every run of the cells behind an estimate scored the same (runs collapsed to the majority class)
+    a covariance matrix built from residuals gives that estimate a variance of zero up to rounding, e.g.
+    -1e-20, and ``np.sqrt`` then returns NaN with a RuntimeWarning. Such a zero is not a zero-width
+    interval either: the data carry no information about its spread. So both become NaN (no interval),
+    silently; the caller says why in its notes.
+    """
+    variances = np.asarray(variances, dtype=float)
+    return np.sqrt(variances, where=variances > 0, out=np.full_like(variances, np.nan))
+
+
 def _coef_table(names: list[str], estimate: np.ndarray, se: np.ndarray, df: float | None) -> pd.DataFrame:
     stat = estimate / se
     if df is None:

@@ -18,6 +18,7 @@ import patsy
 from scipy import optimize, stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats._design import standard_errors
 from freezestats.stats._multitest import adjust_p
 from freezestats.stats.models import FixedEffectsFit
 
@@ -61,7 +62,7 @@ def _cells(fit: FixedEffectsFit) -> pd.DataFrame:
 
 def _estimate(fit: FixedEffectsFit, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     estimate = rows @ fit.params
-    se = np.sqrt(np.einsum("ij,jk,ik->i", rows, fit.cov_params, rows))
+    se = standard_errors(np.einsum("ij,jk,ik->i", rows, fit.cov_params, rows))
     df = np.asarray(fit.contrast_df(rows), dtype=float)
     return estimate, se, df
 

@@ -678,7 +678,9 @@ def _ascent_direction(x: np.ndarray, point: _Point, free: np.ndarray) -> np.ndar
         np.linalg.cholesky(-hessian)
         return np.linalg.solve(-hessian, point.score[free])
     except np.linalg.LinAlgError:
-        return np.linalg.solve(point.information[np.ix_(free, free)], point.score[free])
+        # Far out on a profile (all fitted probabilities near 0 or 1) the information is numerically
+        # singular too; least squares gives the minimum-norm Fisher step there instead of raising.
+        return np.linalg.lstsq(point.information[np.ix_(free, free)], point.score[free], rcond=None)[0]
 
 
 def _profile_interval(x: np.ndarray, y: np.ndarray, fit: _FirthFit, j: int, crit: float) -> tuple[float, float]:

@@ -22,6 +22,7 @@ from freezestats.stats._design import (
     _coef_table,
     _design,
     _prepare,
+    standard_errors,
 )
 
 
@@ -162,7 +163,15 @@ def fit_ols(
         )
     df = float(result.df_resid_inference) if clustered else float(result.df_resid)
     params = np.asarray(result.params, dtype=float)
-    se = np.asarray(result.bse, dtype=float)
+    # Not result.bse: statsmodels takes np.sqrt of the diagonal, which warns and gives NaN at -1e-20.
+    variances = np.diag(np.asarray(result.cov_params(), dtype=float))
+    se = standard_errors(variances)
+    if (np.abs(variances) < 1e-12).any():
+        notes.append(
+            "some coefficients have a zero standard error (every run of their cells scored the same, e.g. "
+            "collapsed to the majority class): OLS gives them no interval (NaN); the mixed model floors each "
+            "residual variance at one evaluation item's resolution instead"
+        )
     fixed = _coef_table(list(x.columns), params, se, df=df)
     diagnostics = FitDiagnostics(
         converged=True,

@@ -13,10 +13,13 @@ failure probability from a Firth logistic model with frozen-level and train-size
 per-level slope in log2(size) (which borrows the failure rate across cells: 175 runs instead of 5, while
 letting deep freezing fail at every size and shallow levels at small sizes only), and :math:`b_{kn}` the
 mean score of the cell's failed runs, or of the size's where the cell has none (taken as known: it is the
-majority rate up to a few items). The contrast
-:math:`m_{kn} - m_{0n}` gets its variance by the delta method from the two fits, which are independent given
-which runs failed; its df are the healthy contrast's Satterthwaite df for its share of the variance (normal for
-the failure part). Frozen levels that the healthy fit leaves out (some cell with no healthy run) use their
+majority rate up to a few items, but a collapsed run's held-out score still varies by a point or two, and where
+every run of a size failed :math:`b` is all the contrast has). The contrast :math:`m_{kn} - m_{0n}` gets its
+variance by the delta method from the two fits, which are independent given which runs failed, plus
+:math:`p^2` times the variance of each failed mean; its df combine the healthy contrast's Satterthwaite df, the
+failed means' :math:`n_b - 1` and a normal failure part (Welch–Satterthwaite). A contrast with no variance at
+all (every run of both cells gave the same score) gets no interval (NaN), never a zero-width one.
+Frozen levels that the healthy fit leaves out (some cell with no healthy run) use their
 cell's healthy mean and variance where the cell has healthy runs, and :math:`b_{kn}` where it has none.
 """
 
@@ -65,27 +68,40 @@ def two_part_contrasts(
     sizes = runs["train_size"].to_numpy()
     levels = runs["frozen_layers"].to_numpy()
     # with no failure P(fail) is exactly 0 and the failed mean has no weight; 0.0 keeps the arithmetic finite
-    overall_failed = float(np.nanmean(values[failed])) if failed.any() else 0.0
+    overall_failed = _failed_mean(values[failed])
     rows = []
     for size in sorted(set(sizes)):
         at = failed & (sizes == size)
-        b_size = float(np.nanmean(values[at])) if at.any() else overall_failed
+        b_size = _failed_mean(values[at]) if at.any() else overall_failed
 
-        def b_of(level: int, size: int = size, b_size: float = b_size) -> float:
+        def b_of(level: int, size: int = size, b_size: tuple = b_size) -> tuple[float, float, float]:
             """Failed runs' mean score in the cell when it has any (a collapsed frozen cell sits a little above
-            the majority rate), else at the size."""
+            the majority rate), else at the size: (mean, variance of the mean, its df)."""
             cell = failed & (sizes == size) & (levels == level)
-            return float(np.nanmean(values[cell])) if cell.any() else b_size
+            return _failed_mean(values[cell]) if cell.any() else b_size
 
         b_ref = b_of(reference)
-        ref = _healthy_part(healthy, runs, values, failed, reference, size, b_ref, 0.0)
+        ref = _healthy_part(healthy, runs, values, failed, reference, size, b_ref[0], 0.0)
         n_ref = int(((levels == reference) & (sizes == size) & ~failed).sum())
         run_var = ref[2] * max(n_ref, 1)  # one healthy run's variance at this size, from the reference's estimate
         for level in sorted(set(levels) - {reference}):
             b = b_of(level)
-            part = _healthy_part(healthy, runs, values, failed, level, size, b, run_var)
+            part = _healthy_part(healthy, runs, values, failed, level, size, b[0], run_var)
             rows.append(_contrast(size, level, reference, part, ref, p_fail, p_grad, (b, b_ref), healthy, confidence))
     return pd.DataFrame(rows)[TWO_PART_COLUMNS]
+
+
+def _failed_mean(scores: np.ndarray) -> tuple[float, float, float]:
+    """Mean of failed runs' scores, the variance of that mean and its df (n - 1); (0, 0, inf) for none.
+
+    With no failure P(fail) is exactly 0 and the failed mean has no weight; 0.0 keeps the arithmetic finite.
+    """
+    scores = scores[np.isfinite(scores)]
+    if len(scores) == 0:
+        return 0.0, 0.0, np.inf
+    if len(scores) == 1:
+        return float(scores[0]), 0.0, np.inf
+    return float(scores.mean()), float(np.var(scores, ddof=1)) / len(scores), float(len(scores) - 1)
 
 
 def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict, dict]:
@@ -131,7 +147,7 @@ def _contrast(size, level, reference, part, ref, p_fail, p_grad, b, healthy, con
     """m_k - m_0 and its delta-method variance (healthy part from the fit's covariance, failure part from
     Firth's), with Satterthwaite df for the healthy share."""
     (row_k, h_k, v_k), (row_0, h_0, v_0) = part, ref
-    (b, b_ref), pk, p0 = b, p_fail[(level, size)], p_fail[(reference, size)]
+    ((b, v_b, df_b), (b_ref, v_b_ref, df_b_ref)), pk, p0 = b, p_fail[(level, size)], p_fail[(reference, size)]
     estimate = (1 - pk) * h_k + pk * b - ((1 - p0) * h_0 + p0 * b_ref)
     if row_k is not None and row_0 is not None:
         c = (1 - pk) * row_k - (1 - p0) * row_0
@@ -146,13 +162,16 @@ def _contrast(size, level, reference, part, ref, p_fail, p_grad, b, healthy, con
         (gk, cov), (g0, _) = p_grad[(level, size)], p_grad[(reference, size)]
         a = (b - h_k) * gk - (b_ref - h_0) * g0
         v_fail = float(a @ cov @ a)
-    var = v_healthy + v_fail
-    df = var**2 / (v_healthy**2 / df_healthy) if v_healthy > 0 else np.inf
-    se = float(np.sqrt(var))
+    v_b_parts = (pk**2 * v_b, p0**2 * v_b_ref)  # the failed means' own sampling variance
+    var = v_healthy + v_fail + sum(v_b_parts)
+    parts = [(v_healthy, df_healthy), (v_b_parts[0], df_b), (v_b_parts[1], df_b_ref)]
+    denominator = sum(v**2 / d for v, d in parts if v > 0 and np.isfinite(d))
+    df = var**2 / denominator if denominator > 0 else np.inf
+    se = float(np.sqrt(var)) if var > 0 else np.nan  # no spread anywhere: no interval, not a zero-width one
     half = stats.t.ppf(0.5 + confidence / 2, df) * se
     return {
         "train_size": size, "frozen_layers": level, "reference": reference, "estimate": estimate, "se": se,
         "df": df, "ci_low": estimate - half, "ci_high": estimate + half,
-        "p_val": float(2 * stats.t.sf(abs(estimate) / se, df)) if se > 0 else np.nan,
+        "p_val": float(2 * stats.t.sf(abs(estimate) / se, df)) if np.isfinite(se) else np.nan,
         "p_fail": pk, "p_fail_reference": p0, "healthy_difference": h_k - h_0, "failed_mean": b,
     }  # fmt: skip

@@ -1,0 +1,261 @@
+"""The numbers in this folder's README, computed from the committed files by today's analysis.
+
+The README's findings section is this script's output, pasted between two markers, so a change in the
+statistics or the data that moves a published number is caught: ``tests/test_example_blog2020.py`` runs
+:func:`findings_markdown` and compares it with the README. After a change, regenerate and read the diff:
+
+    python examples/blog2020-minilm/findings.py --write     # rewrite the README section
+    python examples/blog2020-minilm/findings.py --check     # exit 1 if the README is out of date
+
+Inputs: ``results.csv`` and ``predictions.parquet`` (the 350-run study, ``freezestats export``), the blog's
+appendix (``data/reference/``), and the CPU replication's database in ``cpu-2core/`` (same spec on a 2-core
+CPU, in progress) for the paired hardware check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from freezestats.analysis import Analysis, analyze
+from freezestats.item_predictions import read_item_predictions
+from freezestats.stats.reference import compare_with_reference
+
+HERE = Path(__file__).resolve().parent
+README = HERE / "README.md"
+START, END = "<!-- findings:start -->", "<!-- findings:end -->"
+# MiniLM-L6 has 6 layers, RoBERTa-base 12: the same *fraction* of the encoder frozen is k of 6 against 2k of 12.
+DEPTH_MATCH = {-1: -1, 0: 0, 1: 2, 2: 4, 4: 8, 5: 10, 6: 12}
+SST2_LEVELS = [-1, 1, 2, 4, 5, 6]
+
+
+def load_inputs() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The committed export: one row per run, and the per-item predictions of every run."""
+    return pd.read_csv(HERE / "results.csv"), read_item_predictions(HERE / "predictions.parquet")
+
+
+def run_analysis(results: pd.DataFrame, items: pd.DataFrame) -> Analysis:
+    """``freezestats analyze --model mixed --predictions predictions.parquet`` with every default."""
+    return analyze(results, items=items)
+
+
+def pts(value: float) -> str:
+    """A difference or score in accuracy points, one decimal, with a real minus sign."""
+    return f"{100 * value:+.1f}".replace("-", "−")
+
+
+def interval(low: float, high: float) -> str:
+    return f"[{pts(low)}, {pts(high)}]"
+
+
+def answer_section(analysis: Analysis) -> list[str]:
+    answer = analysis.tables["answer"]
+    lines = [
+        "**The answer, per task and train size** (held-out accuracy; non-inferiority within 1 point, "
+        "fixed sequence shallow to deep):",
+        "",
+        "| task | n | answer |",
+        "|---|---:|---|",
+    ]
+    for row in answer.sort_values(["task", "train_size"]).itertuples():
+        lines.append(f"| {row.task} | {row.train_size} | {row.statement} |")
+    return lines
+
+
+def contrast_section(analysis: Analysis) -> list[str]:
+    c = analysis.tables["contrasts"]
+    c = c[(c["fit"] == "all_runs") & (c["task"] == "sst2")]
+    lines = [
+        "**SST-2, each frozen depth minus full fine-tuning (frozen 0)**, held-out accuracy in points, "
+        "estimate [95% interval, Holm-adjusted within a size]:",
+        "",
+        "| n | " + " | ".join(f"frozen {k}" for k in SST2_LEVELS) + " |",
+        "|---:|" + "---|" * len(SST2_LEVELS),
+    ]
+    for size, at in c.groupby("train_size"):
+        at = at.set_index("frozen_layers")
+        cells = [
+            f"{pts(at.at[k, 'estimate'])} {interval(at.at[k, 'ci_low_adj'], at.at[k, 'ci_high_adj'])}"
+            for k in SST2_LEVELS
+        ]
+        lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def failure_section(analysis: Analysis) -> list[str]:
+    f = analysis.tables["failure_rates"]
+    levels = sorted(f["frozen_layers"].unique())
+    lines = [
+        "**Failed runs** (held-out accuracy not above the majority class, binomial rule), failed of 5 seeds:",
+        "",
+        "| task | n | " + " | ".join(f"{k}" for k in levels) + " |",
+        "|---|---:|" + "---:|" * len(levels),
+    ]
+    for (task, size), at in f.groupby(["task", "train_size"]):
+        at = at.set_index("frozen_layers")
+        lines.append(f"| {task} | {size} | " + " | ".join(str(int(at.at[k, "n_failed"])) for k in levels) + " |")
+    return lines
+
+
+def reference_section(results: pd.DataFrame) -> list[str]:
+    """Ours beside the blog's, on the blog's statistic (best_dev), depth matched by fraction of the encoder."""
+    ours = results[results["role"] == "grid"].copy()
+    ours["frozen_layers"] = ours["frozen_layers"].map(DEPTH_MATCH)
+    table = compare_with_reference(ours, response="best_dev")
+    lines = [
+        "**Beside the blog's appendix** (RoBERTa-base; its statistic, best_dev; depth matched by fraction: "
+        "MiniLM frozen k of 6 against RoBERTa 2k of 12). Mean over 5 seeds, ours − blog with a Welch 95% "
+        "interval:",
+        "",
+        "| task | n | frozen (of 6 / of 12) | MiniLM | RoBERTa | difference |",
+        "|---|---:|---|---:|---:|---|",
+    ]
+    inverse = {v: k for k, v in DEPTH_MATCH.items()}
+    for row in table[table["in_reference"]].itertuples():
+        if row.frozen_layers not in (-1, 0, 4, 8, 12):
+            continue
+        depth = f"{inverse[row.frozen_layers]} / {row.frozen_layers}"
+        diff = (
+            f"{pts(row.difference)} {interval(row.ci_low, row.ci_high)}"
+            if np.isfinite(row.ci_low)
+            else (f"{pts(row.difference)} (no spread on either side)")
+        )
+        lines.append(
+            f"| {row.task} | {row.train_size} | {depth} | {100 * row.mean:.1f} | {100 * row.ref_mean:.1f} | {diff} |"
+        )
+    return lines
+
+
+def spread_section(results: pd.DataFrame) -> list[str]:
+    """Seed SD of best_dev per size (median over the shallow cells), ours against the blog's."""
+    ours = results[
+        (results["role"] == "grid") & (results["task"] == "sst2") & results["frozen_layers"].isin([-1, 0, 1, 2])
+    ]
+    sd = ours.groupby(["train_size", "frozen_layers"])["best_dev"].std().groupby("train_size").median()
+    ref = pd.read_csv(HERE.parents[1] / "data" / "reference" / "blog2020_roberta_base.csv")
+    ref = ref[(ref["task"] == "sst2") & ref["frozen_layers"].isin([-1, 0, 2, 4])]
+    ref_sd = ref.groupby("train_size")["std"].median()
+    lines = [
+        "**Seed spread, SST-2** (SD of best_dev over 5 seeds, median over the shallow depths: MiniLM −1/0/1/2, "
+        "RoBERTa −1/0/2/4), in points:",
+        "",
+        "| n | MiniLM | RoBERTa |",
+        "|---:|---:|---:|",
+    ]
+    for size in sd.index:
+        lines.append(f"| {size} | {100 * sd[size]:.2f} | {100 * ref_sd[size]:.2f} |")
+    return lines
+
+
+def items_section(analysis: Analysis) -> list[str]:
+    t = analysis.tables["noninferiority_items"]
+    t = t[(t["task"] == "sst2") & (t["train_size"] == 1000) & t["tested"]]
+    lines = [
+        "**One dev set for every run** (SST-2, n = 1000): lower 95% bound of frozen − full, seeds only against "
+        "seeds and dev-set items (margin −1.0):",
+        "",
+        "| frozen | estimate | lower (seeds) | lower (seeds + items) | non-inferior with items |",
+        "|---:|---:|---:|---:|---|",
+    ]
+    for row in t.itertuples():
+        lines.append(
+            f"| {row.frozen_layers} | {pts(row.estimate)} | {pts(row.lower_seed)} | {pts(row.lower)} "
+            f"| {'yes' if row.noninferior else 'no'} |"
+        )
+    return lines
+
+
+def power_section(analysis: Analysis) -> list[str]:
+    per_size = analysis.settings["seeds_per_size"]
+    lines = [
+        "**Seeds per cell for 80% power** (detect a 2-point loss / show non-inferiority within 1 point; "
+        "Holm within a size; from the fitted variances):",
+        "",
+        "| task | " + " | ".join(f"n = {n}" for n in per_size["sst2"]) + " |",
+        "|---|" + "---|" * len(per_size["sst2"]),
+    ]
+    for task, sizes in sorted(per_size.items()):
+        cells = [f"{v['detect_delta'] or '>20'} / {v['noninferior'] or '>20'}" for v in sizes.values()]
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def cpu_runs() -> pd.DataFrame:
+    """The CPU replication's completed runs (a copy of its database: the export must not touch the original)."""
+    from freezestats.results import export_results
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "study.db"
+        with sqlite3.connect(HERE / "cpu-2core" / "study.db") as src, sqlite3.connect(copy) as dst:
+            src.backup(dst)
+        return export_results(f"sqlite:///{copy}", Path(tmp) / "results.csv")
+
+
+def hardware_section(results: pd.DataFrame, cpu: pd.DataFrame) -> list[str]:
+    """Paired by (task, size, depth, seed): H100 minus the 2-core CPU, same spec and precision (bf16)."""
+    key = ["task", "train_size", "frozen_layers", "seed"]
+    cpu = cpu[cpu["role"] == "grid"]  # the export holds completed trials only
+    pairs = results.merge(cpu, on=key, suffixes=("_gpu", "_cpu"))
+    diff = pairs["best_dev_gpu"] - pairs["best_dev_cpu"]
+    n = len(diff)
+    half = stats.t.ppf(0.975, n - 1) * diff.std(ddof=1) / np.sqrt(n)
+    seed_sd = pairs.groupby(["task", "train_size", "frozen_layers"])["best_dev_gpu"].std().median()
+    return [
+        f"**Same spec, other hardware.** {n} runs of the CPU replication (`cpu-2core/`, 2-core AMD EPYC, bf16 "
+        f"autocast) pair with the H100 runs by task, size, depth and seed (best_dev): H100 − CPU = "
+        f"{pts(diff.mean())} points [{pts(diff.mean() - half)}, {pts(diff.mean() + half)}], SD of the "
+        f"differences {100 * diff.std(ddof=1):.2f} points against a median seed SD of {100 * seed_sd:.2f} "
+        f"points in those cells; {int((diff.abs() < 1e-9).sum())} of {n} pairs are identical."
+    ]
+
+
+def findings_markdown() -> str:
+    results, items = load_inputs()
+    analysis = run_analysis(results, items)
+    sections = [
+        answer_section(analysis),
+        contrast_section(analysis),
+        failure_section(analysis),
+        reference_section(results),
+        spread_section(results),
+        items_section(analysis),
+        power_section(analysis),
+        hardware_section(results, cpu_runs()),
+    ]
+    return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
+
+
+def readme_section(text: str) -> str:
+    if START not in text or END not in text:
+        raise SystemExit(f"{README} has no {START} ... {END} section")
+    return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite the README's findings section")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the README's section is out of date")
+    args = parser.parse_args()
+    new = findings_markdown()
+    text = README.read_text()
+    if args.write:
+        before, rest = text.split(START, 1)
+        README.write_text(before + START + "\n" + new + END + rest.split(END, 1)[1])
+        return 0
+    if args.check:
+        same = readme_section(text) == new
+        print("README findings are up to date." if same else "README findings differ from today's analysis.")
+        return 0 if same else 1
+    print(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
