@@ -249,7 +249,7 @@ class _Analyze(_Command):
 
             storage = DEFAULT_STORAGE
         table = load_results(storage, args.results, args.study_name)
-        items, why_not = load_item_table(storage, args.predictions, args.study_name)
+        items, why_not = load_item_table(storage, args.predictions, args.study_name, runs=table)
         if args.bootstrap_tests < 0:
             raise ModelFitError(f"`--bootstrap-tests` must be >= 0, but got {args.bootstrap_tests}.")
         with _bootstrap_progress(args.bootstrap_tests) as progress:

@@ -65,8 +65,14 @@ def item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.Data
     return pd.concat(frames, ignore_index=True)[ITEM_COLUMNS]
 
 
-def study_item_predictions(storage: str, study_name: str | None = None) -> pd.DataFrame:
-    """The item table of a study, read from its database and its artifact folder."""
+def study_item_predictions(
+    storage: str, study_name: str | None = None, runs: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The item table of a study, read from its database and its artifact folder.
+
+    ``runs`` is the study's results table when the caller has built it already (``analyze --storage`` has):
+    building it reads every trial of the database, so it is done once.
+    """
     from freezestats.results import results_table
     from freezestats.trials import artifact_dir_for, load_study, open_storage
 
@@ -74,7 +80,7 @@ def study_item_predictions(storage: str, study_name: str | None = None) -> pd.Da
     folder = Path(study.user_attrs.get("artifact_dir") or artifact_dir_for(storage))
     if not folder.is_dir():  # the study moved (a committed example): its artifacts are beside the database
         folder = artifact_dir_for(storage)
-    return item_predictions(results_table(study), folder)
+    return item_predictions(results_table(study) if runs is None else runs, folder)
 
 
 def export_item_predictions(storage: str, output: str | Path, study_name: str | None = None) -> pd.DataFrame:
@@ -95,7 +101,10 @@ def export_item_predictions(storage: str, output: str | Path, study_name: str | 
 
 
 def load_item_table(
-    storage: str | None, predictions: str | Path | None, study_name: str | None = None
+    storage: str | None,
+    predictions: str | Path | None,
+    study_name: str | None = None,
+    runs: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame | None, str | None]:
     """The item table for an analysis and, when there is none, why: from ``predictions`` (a file written by
     ``freezestats export --predictions``), else from the study database's artifacts, else ``None``.
@@ -107,7 +116,7 @@ def load_item_table(
     if storage is None:
         return None, "no per-item predictions given (--predictions), so the intervals are seed-only"
     try:
-        return study_item_predictions(storage, study_name), None
+        return study_item_predictions(storage, study_name, runs), None
     except StorageError as err:
         return None, f"no per-item predictions ({err}), so the intervals are seed-only"
 

@@ -100,7 +100,7 @@ def gather_inputs(
             study = load_study_record(storage, study_name)
         from freezestats.item_predictions import load_item_table
 
-        items, why_not = load_item_table(storage, predictions, study_name)
+        items, why_not = load_item_table(storage, predictions, study_name, runs=runs)
         analysis = analyze(
             runs, model=model, response=metric, variance=variance, margin=margin, n_boot=n_boot, items=items
         )
