@@ -1,0 +1,98 @@
+r"""Which strategy, at which data size: every arm level against full fine-tuning, in one mixed model.
+
+A study with several arms (freeze, probe, LoRA, re-initialised top layers) compares strategies whose levels
+have no common order: LoRA rank 16 is not "deeper" than probe layer 6. So the levels are not a depth
+sequence; each (arm, level) is one *strategy*, and the question is each strategy against the reference
+(full fine-tuning, ``freeze`` at level 0) at each train size, with a multiplicity adjustment over the
+strategies of a size (Holm by default, Dunnett as the option), never the fixed sequence the freeze answer
+uses.
+
+The model is the freeze model with the strategy in place of the frozen depth,
+
+.. math:: y = \text{strategy} \times \text{size} + (1 \mid \text{seed}) + (1 \mid \text{seed:size})
+          + \varepsilon, \qquad \varepsilon \sim N(0, \sigma^2_{\text{strategy, size}}),
+
+with **one residual variance per cell** by default. Arms differ in spread far more than sizes do: a linear
+probe is deterministic given its features and subset (no seed variance at all), LoRA's seed spread is not
+full fine-tuning's. A per-size variance would average a probe's zero with fine-tuning's spread and be wrong
+for both; each cell's own variance, floored at one evaluation item's resolution, is right for each (the
+floor keeps a deterministic arm's interval from collapsing to zero width: what is left is the reference's
+variance). The seed terms are shared across arms because a seed fixes the train subset and the data order for
+every arm, so contrasts are paired by seed where the data allow it.
+
+The frozen-depth model is reused as it is: strategies are coded as integers in its ``frozen_layers`` column
+(the reference as 0) and decoded on the way out. Nothing in the fit depends on the codes' order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats.emm import contrasts_vs_reference
+from freezestats.stats.mixed import fit_mixed
+
+__all__ = ["STRATEGY_CONTRAST_COLUMNS", "strategy_codes", "strategy_contrasts"]
+
+STRATEGY_CONTRAST_COLUMNS = [
+    "arm", "arm_level", "train_size", "reference_arm", "reference_level", "estimate", "se", "df",
+    "ci_low", "ci_high", "ci_low_adj", "ci_high_adj", "p_val", "p_adj", "adjust",
+]  # fmt: skip
+
+
+def strategy_codes(runs: pd.DataFrame, reference: Sequence[object] = ("freeze", 0)) -> pd.DataFrame:
+    """The table of strategies in ``runs``: ``arm, arm_level, code``, the reference coded 0, the others 1..K
+    in sorted order. Raises :class:`ModelFitError` when the columns or the reference are missing."""
+    missing = [c for c in ("arm", "arm_level") if c not in runs.columns]
+    if missing:
+        raise ModelFitError(
+            f"strategy_contrasts: the results table has no column(s) {missing}; a study with [[arms]] exports "
+            "`arm` and `arm_level` for every run."
+        )
+    levels = runs[["arm", "arm_level"]].drop_duplicates()
+    levels = levels.assign(arm_level=levels["arm_level"].astype("int64")).sort_values(["arm", "arm_level"])
+    ref_arm, ref_level = str(reference[0]), int(reference[1])  # type: ignore[call-overload]
+    is_ref = (levels["arm"] == ref_arm) & (levels["arm_level"] == ref_level)
+    if not is_ref.any():
+        found = ", ".join(f"{a}:{lv}" for a, lv in levels.itertuples(index=False))
+        raise ModelFitError(
+            f"strategy_contrasts: the reference strategy {ref_arm}:{ref_level} has no runs (strategies: {found})."
+        )
+    others = levels[~is_ref].reset_index(drop=True)
+    return pd.concat(
+        [levels[is_ref].assign(code=0), others.assign(code=range(1, len(others) + 1))], ignore_index=True
+    ).reset_index(drop=True)
+
+
+def strategy_contrasts(
+    runs: pd.DataFrame,
+    response: str,
+    *,
+    reference: Sequence[object] = ("freeze", 0),
+    adjust: str = "holm",
+    variance: str = "per_cell",
+    task: str | None = None,
+) -> pd.DataFrame:
+    """Each strategy minus the reference strategy at each train size, from one mixed model of one task.
+
+    ``runs`` is one task's runs (or several, with ``task`` naming one) with ``arm`` and ``arm_level``
+    columns; every (strategy, size) cell needs a run. ``adjust`` is over the strategies of a size (``holm``,
+    ``dunnett``, ``bonferroni`` or ``none``). Returns :data:`STRATEGY_CONTRAST_COLUMNS`, one row per
+    (strategy other than the reference, size).
+    """
+    frame = runs if task is None else runs[runs["task"] == task]
+    codes = strategy_codes(frame, reference)
+    coded = frame.assign(arm_level=frame["arm_level"].astype("int64")).merge(codes, on=["arm", "arm_level"])
+    coded = coded.assign(frozen_layers=coded["code"])
+    fit = fit_mixed(coded, response, variance=variance)
+    table = contrasts_vs_reference(fit, reference=0, adjust=adjust)
+    back = codes.set_index("code")
+    table = table.assign(
+        arm=back.loc[table["frozen_layers"], "arm"].to_numpy(),
+        arm_level=back.loc[table["frozen_layers"], "arm_level"].to_numpy(),
+        reference_arm=str(reference[0]),
+        reference_level=int(reference[1]),  # type: ignore[call-overload]
+    )
+    return table.sort_values(["train_size", "arm", "arm_level"]).reset_index(drop=True)[STRATEGY_CONTRAST_COLUMNS]
