@@ -74,3 +74,30 @@ def test_intervals_cover_the_true_differences() -> None:
             truth = TRUE[(code, row.train_size)] - TRUE[(0, row.train_size)]
             hits.append(row.ci_low <= truth <= row.ci_high)
     assert 0.89 <= np.mean(hits) <= 0.995
+
+
+def test_noninferiority_is_holm_adjusted_within_a_size_and_the_answer_names_the_cheapest() -> None:
+    from freezestats.stats.strategies import strategy_answer, strategy_noninferiority
+
+    contrasts = strategy_contrasts(_study(3), "best_dev")
+    ni = strategy_noninferiority(contrasts, margin=0.01)
+    assert (ni["p_adj"] >= ni["p_val"] - 1e-12).all()
+    by = ni.set_index(["arm", "train_size"])
+    # the probe loses 10 points at both sizes: never non-inferior within 1 point
+    assert not by.loc[("probe", 100), "noninferior"] and not by.loc[("probe", 1000), "noninferior"]
+    # hand-made table: two strategies pass at one size, none at the other
+    table = pd.DataFrame(
+        {
+            "arm": ["lora", "freeze", "lora", "freeze"], "arm_level": [16, 4, 16, 4],
+            "train_size": [100, 100, 1000, 1000],
+            "reference_arm": "freeze", "reference_level": 0, "estimate": [0.0, 0.0, -0.05, -0.04],
+            "se": [0.001, 0.001, 0.01, 0.01], "df": [10.0] * 4,
+        }
+    )  # fmt: skip
+    ni = strategy_noninferiority(table, margin=0.01)
+    cost = pd.DataFrame({"arm": ["lora", "freeze"], "arm_level": [16, 4], "trainable_params": [300_000, 9_000_000]})
+    answer = strategy_answer(ni, cost).set_index("train_size")["statement"]
+    assert answer[100].endswith("lora 16 (300,000)") and "freeze 4" in answer[100]
+    assert answer[1000].startswith("no strategy was shown non-inferior") and "freeze 4" in answer[1000]
+    with pytest.raises(ModelFitError, match="margin"):
+        strategy_noninferiority(table, margin=0.0)

@@ -28,13 +28,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats._multitest import adjust_p
 from freezestats.stats.emm import contrasts_vs_reference
 from freezestats.stats.mixed import fit_mixed
 
-__all__ = ["STRATEGY_CONTRAST_COLUMNS", "strategy_codes", "strategy_contrasts"]
+__all__ = [
+    "STRATEGY_CONTRAST_COLUMNS",
+    "strategy_answer",
+    "strategy_codes",
+    "strategy_contrasts",
+    "strategy_noninferiority",
+]
 
 STRATEGY_CONTRAST_COLUMNS = [
     "arm", "arm_level", "train_size", "reference_arm", "reference_level", "estimate", "se", "df",
@@ -96,3 +105,61 @@ def strategy_contrasts(
         reference_level=int(reference[1]),  # type: ignore[call-overload]
     )
     return table.sort_values(["train_size", "arm", "arm_level"]).reset_index(drop=True)[STRATEGY_CONTRAST_COLUMNS]
+
+
+def strategy_noninferiority(
+    contrasts: pd.DataFrame, *, margin: float, alpha: float = 0.05, adjust: str = "holm"
+) -> pd.DataFrame:
+    """Which strategies lose less than ``margin`` against the reference, per train size, Holm over the size's
+    strategies (they have no order to test them in sequence, unlike frozen depths).
+
+    ``contrasts`` is :func:`strategy_contrasts`' table. Adds ``lower`` (the one-sided (1 - alpha) bound,
+    unadjusted), ``p_val`` (one-sided, of H0: difference <= -margin), ``p_adj`` and ``noninferior``
+    (``p_adj < alpha``); a strategy without an interval (NaN se) is never claimed.
+    """
+    if not margin > 0:
+        raise ModelFitError(f"strategy_noninferiority: `margin` must be > 0, but got {margin!r}.")
+    out = contrasts[["arm", "arm_level", "train_size", "reference_arm", "reference_level", "estimate", "se", "df"]]
+    out = out.copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_stat = (out["estimate"] + margin) / out["se"]
+    out["lower"] = out["estimate"] - stats.t.ppf(1 - alpha, out["df"]) * out["se"]
+    out["margin"] = float(margin)
+    out["p_val"] = stats.t.sf(t_stat, out["df"])
+    out["p_adj"] = np.nan
+    for _, rows in out.groupby("train_size"):
+        out.loc[rows.index, "p_adj"] = adjust_p(rows["p_val"].to_numpy(), adjust)
+    out["noninferior"] = out["p_adj"] < alpha  # NaN compares False: no interval, no claim
+    out["adjust"] = adjust
+    return out.reset_index(drop=True)
+
+
+def strategy_answer(noninferiority: pd.DataFrame, cost: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One sentence per train size: the strategies shown non-inferior and, when ``cost`` (``arm, arm_level,
+    trainable_params``) is given, the cheapest of them; or that none was shown, with the best estimate.
+
+    "Not shown non-inferior" is said as such, never as "worse": the sentence names the bound that fell short.
+    """
+    rows = []
+    for size, at in noninferiority.groupby("train_size"):
+        margin = float(at["margin"].iloc[0])
+        points = f"{100 * margin:g} point{'s' if margin != 0.01 else ''}"
+        shown = at[at["noninferior"]]
+        if cost is not None and len(shown):
+            shown = shown.merge(cost, on=["arm", "arm_level"], how="left").sort_values("trainable_params")
+        names = [f"{r.arm} {r.arm_level}" for r in shown.itertuples()]
+        if names:
+            cheapest = (
+                f"; the fewest trainable parameters among them: {names[0]} ({int(shown['trainable_params'].iloc[0]):,})"
+                if cost is not None and shown["trainable_params"].notna().iloc[0]
+                else ""
+            )
+            statement = f"non-inferior to full fine-tuning within {points} at n = {size}: {', '.join(names)}{cheapest}"
+        else:
+            best = at.sort_values("lower", ascending=False).iloc[0]
+            statement = (
+                f"no strategy was shown non-inferior to full fine-tuning within {points} at n = {size} (the closest, "
+                f"{best.arm} {best.arm_level}, has lower bound {best.lower:+.4f} against {-margin:+.4f})"
+            )
+        rows.append({"train_size": int(size), "n_noninferior": len(names), "statement": statement})
+    return pd.DataFrame(rows)
