@@ -21,6 +21,7 @@ from freezestats._resources import bundled_path
 from freezestats.report import figures as F
 from freezestats.report import text
 from freezestats.report.inputs import ReportInputs
+from freezestats.report.strategies import strategy_section
 from freezestats.report.tables import blog_table, fmt_num, fmt_p, markdown, present, sorted_cells
 
 if TYPE_CHECKING:
@@ -710,6 +711,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "blog_figures": _blog_section(inputs, w),
         "emmeans": _emmeans_section(inputs, w),
         "contrasts": _contrasts_section(inputs, w),
+        "strategies": strategy_section(inputs, w),
         "variance": _variance_section(inputs, w),
         "lee": _lee_section(inputs, w),
         "compute": _compute_section(inputs, w),

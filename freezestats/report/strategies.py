@@ -1,0 +1,120 @@
+"""The report's "Which strategy?" section: every arm level against full fine-tuning, by cost, per train size.
+
+A study with several arms (freeze, probe, LoRA, re-initialised layers) asks a different question from the
+freeze grid: not "how deep can I freeze" but "which way of adapting the model, at what cost". So the section
+shows each strategy's score against what it costs (trainable parameters, wall time per run), one panel per
+train size, and states the answer the way the freeze answer is stated: which strategies are shown
+non-inferior to full fine-tuning within the margin (Holm over the size's strategies, since they have no
+order), and the cheapest of them. The numbers come from the analysis tables ``strategy_contrasts``,
+``strategy_noninferiority`` and ``strategy_answer``; the figure plots the runs' cell means.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from freezestats.report import figures as F
+from freezestats.report.tables import fmt_p, present
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from freezestats.report.inputs import ReportInputs
+
+__all__ = ["strategy_figure", "strategy_section"]
+
+_ONE_ARM = (
+    "This study has one arm (freeze), so there is nothing to compare across strategies; a spec with several "
+    "`[[arms]]` (probe, LoRA, re-initialised layers) gets this section."
+)
+
+
+def strategy_figure(runs: pd.DataFrame, response: str, metric: str) -> Figure:
+    """Mean score of each strategy against its trainable parameters (top) and its median wall time per run
+    (bottom), one column per train size; full fine-tuning is the reference every other point is read against."""
+    plt = F._plt()
+    sizes = sorted(int(s) for s in runs["train_size"].unique())
+    cells = (
+        runs.groupby(["arm", "arm_level", "train_size"])
+        .agg(score=(response, "mean"), params=("trainable_params", "median"), wall=("wall_seconds", "median"))
+        .reset_index()
+    )
+    arms = sorted(cells["arm"].unique())
+    colors = dict(zip(arms, plt.get_cmap("tab10")(np.arange(len(arms))), strict=True))
+    fig, axes = plt.subplots(
+        2, len(sizes), figsize=(F.WIDTH, 4.2), sharey="col", constrained_layout=True, squeeze=False
+    )
+    for column, size in enumerate(sizes):
+        at = cells[cells["train_size"] == size]
+        for arm in arms:
+            part = at[at["arm"] == arm]
+            for row, x in enumerate(("params", "wall")):
+                axes[row, column].scatter(part[x], part["score"], s=16, color=colors[arm], label=arm)
+        for row in range(2):
+            axes[row, column].set_xscale("log")
+            axes[row, column].grid(alpha=0.3)
+        axes[0, column].set_title(f"n = {size}")
+        axes[1, column].set_xlabel("wall s / run")
+    axes[0, 0].set_xlabel("trainable parameters")
+    axes[0, 0].set_ylabel(f"{metric} ({response})")
+    axes[1, 0].set_ylabel(f"{metric} ({response})")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(arms), frameon=False)
+    return fig
+
+
+def strategy_section(inputs: ReportInputs, w: Any) -> str:
+    """Per task: the answer sentences, the cost figure and the contrasts table; or why there is none."""
+    tables = inputs.analysis.tables
+    if "strategy_contrasts" not in tables:
+        return _ONE_ARM
+    response = inputs.analysis.settings["response"]
+    parts = []
+    for task in inputs.analysis.settings["tasks"]:
+        contrasts = tables["strategy_contrasts"]
+        contrasts = contrasts[contrasts["task"] == task]
+        if contrasts.empty:
+            parts.append(f"### {task}\n\nThe across-strategy model could not be fitted (see Model details).")
+            continue
+        answer = tables.get("strategy_answer")
+        lines = [f"### {task}", ""]
+        if answer is not None:
+            lines += [f"- {s}." for s in answer[answer["task"] == task]["statement"]]
+        runs = inputs.task_runs(task)
+        if runs is not None and {"arm", "trainable_params", "wall_seconds"} <= set(runs.columns):
+            metric = str(runs["metric"].dropna().iloc[0]) if "metric" in runs.columns else response
+            caption = f"{task}: each strategy's mean {response} against its cost, per train size."
+            lines += ["", w.figure(strategy_figure(runs, response, metric), f"{task}-strategies", caption)]
+        lines += ["", w.table(_shown(contrasts), f"{task}-strategy-contrasts", _caption(contrasts, task))]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _shown(contrasts: pd.DataFrame) -> pd.DataFrame:
+    def interval(row: pd.Series) -> str:
+        return f"{row['estimate']:+.4f} [{row['ci_low_adj']:+.4f}, {row['ci_high_adj']:+.4f}]"
+
+    table = contrasts.assign(difference=contrasts.apply(interval, axis=1))
+    return present(
+        table[["train_size", "arm", "arm_level", "difference", "p_adj"]],
+        {
+            "train_size": "n",
+            "arm": "arm",
+            "arm_level": "level",
+            "difference": "vs full fine-tuning [95%]",
+            "p_adj": "p (adjusted)",
+        },
+        {"p_adj": fmt_p},
+    )
+
+
+def _caption(contrasts: pd.DataFrame, task: str) -> str:
+    adjust = str(contrasts["adjust"].iloc[0])
+    return (
+        f"{task}: each strategy minus full fine-tuning per train size, one mixed model with a residual variance "
+        f"per cell (seed terms shared by the arms); intervals and p values {adjust}-adjusted over the size's "
+        "strategies."
+    )
