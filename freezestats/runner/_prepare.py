@@ -70,7 +70,7 @@ def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> Prepar
     arm = arm_for_spec(spec)
     n_layers = n_layers_of(spec.model.name)
     precision = resolve_precision(spec.training.precision, resolve_device(spec.training.device))
-    datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.tasks}
+    datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.all_tasks}
     pool_sizes = {name: len(data.train) for name, data in datasets.items()}
     check_against(spec, n_layers, pool_sizes)
     _check_levels(arm, spec, n_layers)
