@@ -11,5 +11,13 @@ from __future__ import annotations
 
 from freezestats.multitask.model import MultiTaskModel, build_multitask_model
 from freezestats.multitask.sampler import MixedBatches, task_probabilities
+from freezestats.multitask.train import GroupMember, fine_tune_group
 
-__all__ = ["MixedBatches", "MultiTaskModel", "build_multitask_model", "task_probabilities"]
+__all__ = [
+    "GroupMember",
+    "MixedBatches",
+    "MultiTaskModel",
+    "build_multitask_model",
+    "fine_tune_group",
+    "task_probabilities",
+]
