@@ -227,6 +227,10 @@ class StudySpec:
         names = [*self.tasks, *(task for group in self.groups for task in group.tasks)]
         return tuple(dict.fromkeys(names))
 
+    def group_named(self, name: str) -> GroupSpec | None:
+        """The task group called ``name`` (a cell's ``task`` when the cell trains a group), else ``None``."""
+        return next((group for group in self.groups if group.name == name), None)
+
     def metric_for(self, task: str) -> str:
         """The primary metric of ``task`` in this study (the spec's choice, else the task's first)."""
         return self.primary_metric.get(task, get_task(task).metrics[0])
@@ -355,6 +359,10 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         )
 
     lr_search = _parse_lr_search(p, p.table(raw, "lr_search"), grid)
+    if groups and lr_search.mode != "none":
+        raise p.fail("`groups` run at `training.learning_rate`; a learning-rate search for groups is not supported yet")
+    if groups and FULL in sizes:
+        raise p.fail("`grid.train_sizes` of a study with `groups` must be numbers (each task's subset), not 'full'")
 
     ex = p.table(raw, "execution")
     p.keys(ex, "execution.", set(ExecutionSpec.__dataclass_fields__))

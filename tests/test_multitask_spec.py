@@ -30,6 +30,18 @@ BAD_GROUPS = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"lr_search": {"mode": "per-cell", "rates": [1e-5]}}, "a learning-rate search for groups is not supported"),
+        ({"grid": {"train_sizes": [32, "full"]}}, "must be numbers (each task's subset), not 'full'"),
+    ],
+)
+def test_groups_refuse_what_they_cannot_run_yet(override: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_spec({**simple_spec(**override), "groups": [GROUP]})
+
+
 @pytest.mark.parametrize(("what", "groups", "message"), BAD_GROUPS, ids=[b[0] for b in BAD_GROUPS])
 def test_bad_group_is_refused_in_one_line(what: str, groups: object, message: str) -> None:
     with pytest.raises(SpecError) as err:

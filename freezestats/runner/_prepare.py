@@ -16,7 +16,7 @@ import numpy as np
 
 from freezestats.arms import Arm, arm_for_spec
 from freezestats.backbone import load_tokenizer, n_layers_of
-from freezestats.cells import Cell, grid_cells, search_cells
+from freezestats.cells import Cell, grid_cells, group_cells, search_cells
 from freezestats.data import TaskData, load_task_data
 from freezestats.exceptions import SpecError
 from freezestats.spec import FULL, StudySpec, check_against
@@ -60,6 +60,7 @@ class PreparedStudy:
         g = self.spec.grid
         n_grid = len(self.spec.tasks) * len(g.train_sizes) * g.subset_draws * len(g.frozen_layers) * len(g.seeds)
         n_grid *= len(g.order_seeds) if g.order_seeds is not None else 1
+        n_grid += len(group_cells(self.spec))
         return n_grid + len(search_cells(self.spec, self.pool_sizes))
 
 
