@@ -1,8 +1,8 @@
 """Flatten a study database into the tidy results table, and summarise per-cell progress.
 
-The table has one row per trial (per task of a task group's trial) and fixed snake_case columns (:data:`RESULT_COLUMNS`, defined by
-:class:`freezestats.record.TrialRecord`); it is the only thing the statistics and the report read, so its
-columns are a contract: add, never rename.
+The table has one row per trial (one per task for a task group's trial) and fixed snake_case columns
+(:data:`RESULT_COLUMNS`, defined by :class:`freezestats.record.TrialRecord`); it is the only thing the
+statistics and the report read, so its columns are a contract: add, never rename.
 """
 
 from __future__ import annotations
