@@ -452,7 +452,7 @@ def _item_uncertainty(
         return
     mine = sequence[sequence["task"] == task].drop(columns="task")
     metric = str(runs["metric"].mode().iloc[0]) if "metric" in runs.columns else "accuracy"
-    task_items = items[items["task"] == task]
+    task_items = items[(items["task"] == task) & items["trial"].isin(runs["trial"])]  # not a group's trials
     result.settings["answer_uncertainty"] = "seeds"
     attempt("noninferiority_items", task, lambda: noninferiority_with_items(mine, runs, task_items, response, metric))
 
