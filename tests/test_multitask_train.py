@@ -55,9 +55,15 @@ def _group(model: Path, group: GroupSpec, members: list[GroupMember], frozen: in
     )
 
 
-@pytest.mark.parametrize("frozen", [0, 1])  # 1: through the frozen-prefix cache
-def test_a_group_of_one_task_is_the_single_task_run(tiny_model: Path, glue_dir: Path, frozen: int) -> None:
+@pytest.mark.parametrize(
+    ("frozen", "frozen_dropout"),
+    [(0, "on"), (1, "on"), (1, "off")],  # 1: evaluation through the frozen-prefix cache; "off": training too
+)
+def test_a_group_of_one_task_is_the_single_task_run(
+    tiny_model: Path, glue_dir: Path, frozen: int, frozen_dropout: str
+) -> None:
     member = _member("sst2", tiny_model, glue_dir)
+    training = replace(SPEC, frozen_dropout=frozen_dropout)
     alone = fine_tune(
         model_name=str(tiny_model),
         task=member.task,
@@ -69,15 +75,16 @@ def test_a_group_of_one_task_is_the_single_task_run(tiny_model: Path, glue_dir: 
         frozen_layers=frozen,
         seed=3,
         learning_rate=1e-3,
-        training=SPEC,
+        training=training,
         tokenizer=load_tokenizer(str(tiny_model)),
     )
-    together = _group(tiny_model, GroupSpec("just-sst2", ("sst2",)), [member], frozen)["sst2"]
+    together = _group(tiny_model, GroupSpec("just-sst2", ("sst2",)), [member], frozen, training)["sst2"]
     assert together.curve == alone.curve  # every point: step, epoch, train loss, every metric
     assert together.summary == alone.summary  # best_dev, final_dev, heldout
     assert (together.n_steps, together.final_train_loss) == (alone.n_steps, alone.final_train_loss)
     assert np.array_equal(together.final_logits, alone.final_logits)
     assert together.extra["trained_with"] == "just-sst2" and together.extra["task_steps"] == alone.n_steps
+    assert together.extra["train_prefix_cached"] == alone.extra["train_prefix_cached"] == (frozen_dropout == "off")
 
 
 def _frozen_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
