@@ -83,6 +83,18 @@ def load_results(
         raise ModelFitError(f"Cannot read {path} as a results table: {err}") from err
 
 
+def _trained_alone(grid: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The runs of tasks trained alone, and how many rows of task groups were left out.
+
+    A group trial gives a row per task; pooled with the single-task runs of that task it would mix two
+    experiments (and rows of one trial, which share an encoder, as if independent).
+    """
+    if "trained_with" not in grid.columns:
+        return grid, 0
+    alone = grid["trained_with"].isna() | (grid["trained_with"] == grid["task"])
+    return grid[alone], int((~alone).sum())
+
+
 def load_study_record(storage: str, study_name: str | None = None) -> dict[str, Any]:
     """The study's name, stored spec (plain data, as kept in the database) and provenance.
 
@@ -159,7 +171,7 @@ def analyze(
             "(`freezestats export`), or a table with those columns (one row per run)?"
         )
     data = normalize_results(data)
-    grid = data[data["role"] == "grid"]
+    grid, n_grouped = _trained_alone(data[data["role"] == "grid"])
     available = sorted(grid["task"].unique())
     tasks = tasks or available
     unknown = [t for t in tasks if t not in available]
@@ -183,6 +195,12 @@ def analyze(
             "freezestats_version": __version__,
         }
     )
+
+    if n_grouped:
+        result.warnings.append(
+            f"{n_grouped} rows trained in task groups (trained_with) are left out: every model here is of tasks "
+            "trained alone, and the shared-encoder comparison is not analysed yet."
+        )
 
     def attempt(name: str, task: str, make: Callable[[], pd.DataFrame], **labels: str) -> None:
         try:
@@ -434,7 +452,7 @@ def _item_uncertainty(
         return
     mine = sequence[sequence["task"] == task].drop(columns="task")
     metric = str(runs["metric"].mode().iloc[0]) if "metric" in runs.columns else "accuracy"
-    task_items = items[items["task"] == task]
+    task_items = items[(items["task"] == task) & items["trial"].isin(runs["trial"])]  # not a group's trials
     result.settings["answer_uncertainty"] = "seeds"
     attempt("noninferiority_items", task, lambda: noninferiority_with_items(mine, runs, task_items, response, metric))
 

@@ -1,7 +1,8 @@
 """Expand a study spec into cells: the units of work, each one fine-tuning run.
 
 A grid cell is (task, frozen_layers, train_size, subset_draw, seed) with the learning rate it runs at;
-with ``grid.order_seeds`` the data-order seed joins it (every seed crossed with every order seed).
+with ``grid.order_seeds`` the data-order seed joins it (every seed crossed with every order seed). A task
+group's cell has the group's name as its task: one run that trains every task of the group.
 With a learning-rate search, search cells add the candidate rate to that key; they run on the search
 seeds (``lr_search.seeds``, disjoint from the grid's unless ``lr_search.reuse``), each in its own seed's
 data order. Cells are values: the runner enqueues each one as an Optuna trial and recognises it again by
@@ -18,7 +19,15 @@ from typing import Any
 
 from freezestats.spec import FULL, StudySpec
 
-__all__ = ["Cell", "CellRole", "grid_cells", "resolve_train_size", "reusable_search_cell", "search_cells"]
+__all__ = [
+    "Cell",
+    "CellRole",
+    "grid_cells",
+    "group_cells",
+    "resolve_train_size",
+    "reusable_search_cell",
+    "search_cells",
+]
 
 
 class CellRole(str, Enum):
@@ -139,4 +148,24 @@ def grid_cells(
                 continue
             rate = chosen_rates[group]
         cells.extend(Cell(task, k, n, draw, seed, rate, order_seed=order) for order in order_seeds)
-    return cells
+    return cells + group_cells(spec)
+
+
+def group_cells(spec: StudySpec) -> list[Cell]:
+    """The grid's cells of every task group: ``task`` is the group's name (what its rows call ``trained_with``).
+
+    A group trains each of its tasks on that task's nested subset of ``train_size`` (the single-task cell's),
+    at ``training.learning_rate`` (groups have no search yet), with the same seeds and order seeds.
+    """
+    order_seeds: tuple[int | None, ...] = spec.grid.order_seeds if spec.grid.order_seeds is not None else (None,)
+    return [
+        Cell(group.name, k, int(size), draw, seed, spec.training.learning_rate, order_seed=order)
+        for group, size, draw, k, seed, order in itertools.product(
+            spec.groups,
+            spec.grid.train_sizes,
+            range(spec.grid.subset_draws),
+            spec.grid.frozen_layers,
+            spec.grid.seeds,
+            order_seeds,
+        )
+    ]

@@ -85,6 +85,12 @@ class _Validate(_Command):
                 f"  task {name}: {len(task.data.train)} train / {len(task.data.validation)} validation "
                 f"from {task.data.source}; metric {spec.metric_for(name)}"
             )
+        for group in spec.groups:
+            freeze_for = group.freeze_for if group.freeze_for == "all" else ", ".join(group.freeze_for)
+            print(
+                f"  group {group.name}: shared encoder for {', '.join(group.tasks)}; "
+                f"sampling {group.sampling}, frozen layers frozen for {freeze_for}"
+            )
         print(
             f"  {prepared.n_cells()} trials: {len(search)} learning-rate search, "
             f"{prepared.n_cells() - len(search)} grid"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["EXPORT_COLUMNS", "TrialRecord"]
+__all__ = ["EXPORT_COLUMNS", "GroupTrialRecord", "TrialRecord"]
 
 RUN = "run"
 TRIAL = "trial"
@@ -82,6 +82,8 @@ class TrialRecord:
     top_class_share_final: float | None = field(metadata=_RUN_COLUMN)
     # the data order's seed: `seed` itself unless the grid crosses order seeds
     order_seed: int = field(metadata=_RUN_COLUMN)
+    # the task group the task was trained in, or the task itself when it was trained alone
+    trained_with: str = field(metadata=_RUN_COLUMN)
 
     # best score on the select half: what lr_search.select_metric = "select" uses
     select_best: float = field(metadata=_KEPT)
@@ -98,6 +100,30 @@ class TrialRecord:
     def attrs(self) -> dict[str, Any]:
         """What the runner stores as the trial's user attributes: every ``run`` field."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata["source"] == RUN}
+
+
+@dataclass(frozen=True)
+class GroupTrialRecord:
+    """One finished trial of a task group: one :class:`TrialRecord` per task, exported as one row each.
+
+    The trial stores them under ``group_records`` (task -> that record's :meth:`TrialRecord.attrs`), so
+    that one Optuna trial, one run of the shared encoder, gives the export a row per (trial, task).
+    """
+
+    group: str
+    records: dict[str, TrialRecord]
+
+    @property
+    def best_dev(self) -> float:
+        """The trial's Optuna value: the mean of the tasks' ``best_dev`` (shown in dashboards, never analysed:
+        it averages different metrics)."""
+        return sum(record.best_dev for record in self.records.values()) / len(self.records)
+
+    def attrs(self) -> dict[str, Any]:
+        return {
+            "trained_with": self.group,
+            "group_records": {task: record.attrs() for task, record in self.records.items()},
+        }
 
 
 EXPORT_COLUMNS: list[str] = [f.name for f in fields(TrialRecord) if f.metadata["export"]]

@@ -1,8 +1,8 @@
 """Flatten a study database into the tidy results table, and summarise per-cell progress.
 
-The table has one row per trial and fixed snake_case columns (:data:`RESULT_COLUMNS`, defined by
-:class:`freezestats.record.TrialRecord`); it is the only thing the statistics and the report read, so its
-columns are a contract: add, never rename.
+The table has one row per trial (one per task for a task group's trial) and fixed snake_case columns
+(:data:`RESULT_COLUMNS`, defined by :class:`freezestats.record.TrialRecord`); it is the only thing the
+statistics and the report read, so its columns are a contract: add, never rename.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ _STATE_NAMES = {
 
 
 def results_table(study: optuna.Study, include_incomplete: bool = False) -> pd.DataFrame:
-    """One row per trial (COMPLETE only, unless ``include_incomplete``), columns :data:`RESULT_COLUMNS`.
+    """One row per trial and task (COMPLETE only, unless ``include_incomplete``), columns :data:`RESULT_COLUMNS`.
 
     Final-checkpoint values of every task metric are added as ``final_<metric>`` columns.
     """
@@ -54,7 +54,7 @@ def results_table(study: optuna.Study, include_incomplete: bool = False) -> pd.D
     for trial in study.get_trials(deepcopy=False):
         if not is_enqueued_cell(trial) or (trial.state != TrialState.COMPLETE and not include_incomplete):
             continue
-        rows.append(_row(study.study_name, trial))
+        rows.extend(_rows(study.study_name, trial))
     frame = pd.DataFrame(rows)
     extra = sorted({c for c in frame.columns if c.startswith("final_") and c != "final_dev"})
     frame = frame.reindex(columns=RESULT_COLUMNS + extra)
@@ -68,9 +68,21 @@ def results_table(study: optuna.Study, include_incomplete: bool = False) -> pd.D
     )
 
 
-def _row(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
+def _rows(study_name: str, trial: FrozenTrial) -> list[dict[str, Any]]:
+    """The trial's row, or one row per task for a task group's trial (``task`` the task, ``trained_with`` the group)."""
+    members = trial.user_attrs.get("group_records")
+    if not members:
+        return [_row(study_name, trial, trial.user_attrs)]
+    rows = []
+    for task, attrs in members.items():
+        row = _row(study_name, trial, attrs)
+        row["task"] = task
+        rows.append(row)
+    return rows
+
+
+def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str, Any]:
     cell = cell_from_trial(trial)
-    attrs = trial.user_attrs
     row: dict[str, Any] = {
         "study": study_name,
         "trial": trial.number,
@@ -78,6 +90,7 @@ def _row(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
         "role": cell.role.value,
         **cell.params(),
     }
+    row["fail_reason"] = trial.user_attrs.get("fail_reason")  # the trial's, also for each task of a group
     for column in RESULT_COLUMNS:
         if column not in row:
             row[column] = attrs.get(column)
@@ -85,6 +98,8 @@ def _row(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
         row["frozen_dropout"] = "on"
     if row["order_seed"] is None:  # not crossed (or stored before order seeds existed): the order followed the seed
         row["order_seed"] = row["seed"]
+    if row["trained_with"] is None:  # stored before groups existed: trained alone
+        row["trained_with"] = row["task"]
     for name, value in attrs.get("final_metrics", {}).items():
         row[f"final_{name}"] = value
     return row

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from freezestats.exceptions import SpecError
-from freezestats.tasks import get_task
+from freezestats.tasks import available_tasks, get_task
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,6 +31,7 @@ __all__ = [
     "SPEC_VERSION",
     "ExecutionSpec",
     "GridSpec",
+    "GroupSpec",
     "LRSearchSpec",
     "ModelSpec",
     "StudySpec",
@@ -48,6 +49,7 @@ SELECT_METRICS = ("select", "heldout", "best_dev", "final_dev")
 #: Default search seeds: 1001..1000+len(grid.seeds), disjoint from any ordinary grid seeds.
 SEARCH_SEED_BASE = 1001
 FULL = "full"
+SAMPLINGS = ("proportional", "uniform", "temperature")
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,28 @@ class LRSearchSpec:
 
 
 @dataclass(frozen=True)
+class GroupSpec:
+    """A task group: one shared encoder trained on several tasks at once, one head per task (MT-DNN style).
+
+    ``sampling`` picks which task each step trains on (see :mod:`freezestats.multitask.sampler`):
+    ``proportional`` visits every batch of every task once per epoch, ``uniform`` draws tasks with equal
+    probability, ``temperature`` with probability proportional to ``n_t ** (1 / temperature)``.
+    ``freeze_for`` names the tasks whose batches leave the frozen layers untouched (``"all"``: every
+    task's, the frozen layers never change); the other tasks' batches update them.
+    """
+
+    name: str
+    tasks: tuple[str, ...]
+    sampling: str = "proportional"
+    temperature: float = 2.0
+    freeze_for: str | tuple[str, ...] = "all"
+
+    def frozen_for(self, task: str) -> bool:
+        """Whether ``task``'s batches leave the frozen layers untouched."""
+        return self.freeze_for == "all" or task in self.freeze_for
+
+
+@dataclass(frozen=True)
 class ExecutionSpec:
     """How trials are executed; changing these never changes what a study measures (not in the hash)."""
 
@@ -150,6 +174,8 @@ class StudySpec:
     lr_search: LRSearchSpec = field(default_factory=LRSearchSpec)
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     primary_metric: Mapping[str, str] = field(default_factory=dict)
+    groups: tuple[GroupSpec, ...] = ()
+    """Task groups trained with a shared encoder, next to the single tasks of ``tasks``."""
     plugins: tuple[str, ...] = ()
     """Modules every process of the study imports before it builds the arm: where user code registers arms
     and freezing strategies, so that worker processes (which read the spec from the study) know them too."""
@@ -166,6 +192,12 @@ class StudySpec:
             del data["grid"]["order_seeds"]
         if not self.plugins:  # likewise for `plugins`
             del data["plugins"]
+        if not self.groups:  # likewise for `groups`
+            del data["groups"]
+        for group in data.get("groups", []):
+            group["tasks"] = list(group["tasks"])
+            if group["sampling"] != "temperature":  # unused, so not part of the meaning
+                del group["temperature"]
         data["primary_metric"] = dict(sorted(self.primary_metric.items()))
         return data
 
@@ -188,6 +220,16 @@ class StudySpec:
         raw = {k: v for k, v in plain.items() if k != "primary_metric"}
         raw["metrics"] = {"primary": dict(data.get("primary_metric", {}))}
         return _parse(raw, source, stored=True)
+
+    @property
+    def all_tasks(self) -> tuple[str, ...]:
+        """Every task the study trains, alone (``tasks``) or in a group, each once, in spec order."""
+        names = [*self.tasks, *(task for group in self.groups for task in group.tasks)]
+        return tuple(dict.fromkeys(names))
+
+    def group_named(self, name: str) -> GroupSpec | None:
+        """The task group called ``name`` (a cell's ``task`` when the cell trains a group), else ``None``."""
+        return next((group for group in self.groups if group.name == name), None)
 
     def metric_for(self, task: str) -> str:
         """The primary metric of ``task`` in this study (the spec's choice, else the task's first)."""
@@ -229,6 +271,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
             "metrics",
             "execution",
             "plugins",
+            "groups",
         },
     )
     version = p.integer(raw.get("version", SPEC_VERSION), "version", low=1)
@@ -248,6 +291,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     p.unique(tasks, "tasks")
 
     plugins = _parse_plugins(p, raw.get("plugins", []))
+    groups = _parse_groups(p, raw.get("groups", []))
 
     model_raw = p.table(raw, "model")
     p.keys(model_raw, "model.", {"name", "strategy"})
@@ -315,6 +359,10 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         )
 
     lr_search = _parse_lr_search(p, p.table(raw, "lr_search"), grid)
+    if groups and lr_search.mode != "none":
+        raise p.fail("`groups` run at `training.learning_rate`; a learning-rate search for groups is not supported yet")
+    if groups and FULL in sizes:
+        raise p.fail("`grid.train_sizes` of a study with `groups` must be numbers (each task's subset), not 'full'")
 
     ex = p.table(raw, "execution")
     p.keys(ex, "execution.", set(ExecutionSpec.__dataclass_fields__))
@@ -336,8 +384,11 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         raise SpecError(f"`metrics.primary` must be a table of task = metric, but got {primary_raw!r} ({source}).")
     primary: dict[str, str] = {}
     for task, metric in primary_raw.items():
-        if task not in tasks:
-            raise SpecError(f"`metrics.primary.{task}` names a task that is not in `tasks` {list(tasks)} ({source}).")
+        known = list(dict.fromkeys([*tasks, *(t for group in groups for t in group.tasks)]))
+        if task not in known:
+            raise SpecError(
+                f"`metrics.primary.{task}` names a task that is not in `tasks` or a group {known} ({source})."
+            )
         primary[task] = p.choice(metric, f"metrics.primary.{task}", get_task(task).metrics)
 
     return StudySpec(
@@ -349,6 +400,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         lr_search=lr_search,
         execution=execution,
         primary_metric=primary,
+        groups=groups,
         plugins=plugins,
         description=p.string(raw.get("description", ""), "description"),
         version=version,
@@ -366,6 +418,55 @@ def _parse_plugins(p: _Parser, value: Any) -> tuple[str, ...]:
             raise p.fail(f"`plugins[{i}]` must be a dotted module name like 'my_arms.probe', but got {module!r}")
     p.unique(modules, "plugins")
     return modules
+
+
+def _parse_groups(p: _Parser, value: Any) -> tuple[GroupSpec, ...]:
+    """``[[groups]]``: each a name, its tasks (known, at least one), the sampling and ``freeze_for``."""
+    if not isinstance(value, list):
+        raise p.fail(f"`groups` must be an array of tables ([[groups]]), but got groups={value!r}")
+    groups = []
+    for i, raw in enumerate(value):
+        where = f"groups[{i}]"
+        if not isinstance(raw, Mapping):
+            raise p.fail(f"`{where}` must be a table ([[groups]]), but got {raw!r}")
+        p.keys(raw, f"{where}.", {"name", "tasks", "sampling", "temperature", "freeze_for"})
+        name = p.string(p.required(raw, "name", f"{where}."), f"{where}.name")
+        if not name.strip() or any(ch in name for ch in "/\\"):
+            raise p.fail(f"`{where}.name` must be a non-empty name without slashes, but got name={name!r}")
+        if name in available_tasks():
+            raise p.fail(f"`{where}.name` must not be a task's name (results say 'trained_with'), but got {name!r}")
+        tasks = raw.get("tasks")
+        if not isinstance(tasks, list) or not tasks:
+            raise p.fail(f"`{where}.tasks` must be a non-empty list of task names, but got tasks={tasks!r}")
+        for j, task in enumerate(tasks):
+            try:
+                get_task(p.string(task, f"{where}.tasks[{j}]"))
+            except SpecError as err:
+                raise p.fail(f"{err} ({where}.tasks[{j}])") from None
+        p.unique(tasks, f"{where}.tasks")
+        sampling = p.choice(raw.get("sampling", GroupSpec.sampling), f"{where}.sampling", SAMPLINGS)
+        if "temperature" in raw and sampling != "temperature":
+            raise p.fail(f"`{where}.temperature` is set but `{where}.sampling` is {sampling!r}, not 'temperature'")
+        temperature = p.number(raw.get("temperature", GroupSpec.temperature), f"{where}.temperature", positive=True)
+        groups.append(
+            GroupSpec(name, tuple(tasks), sampling, temperature, _parse_freeze_for(p, raw, where, tuple(tasks)))
+        )
+    p.unique([group.name for group in groups], "groups[].name")
+    return tuple(groups)
+
+
+def _parse_freeze_for(p: _Parser, raw: Mapping[str, Any], where: str, tasks: tuple[str, ...]) -> str | tuple[str, ...]:
+    """``"all"`` or a non-empty list of the group's own tasks."""
+    value = raw.get("freeze_for", "all")
+    if value == "all":
+        return "all"
+    if not isinstance(value, list) or not value:
+        raise p.fail(f"`{where}.freeze_for` must be 'all' or a non-empty list of the group's tasks, but got {value!r}")
+    for j, task in enumerate(value):
+        if task not in tasks:
+            raise p.fail(f"`{where}.freeze_for[{j}]` must be one of the group's tasks {list(tasks)}, but got {task!r}")
+    p.unique(value, f"{where}.freeze_for")
+    return tuple(value)
 
 
 def _no_search_metric(metric: str) -> str:
@@ -446,7 +547,7 @@ def check_against(spec: StudySpec, n_layers: int, pool_sizes: Mapping[str, int])
                 f"`grid.frozen_layers` must lie in -1..{n_layers} for model '{spec.model.name}' "
                 f"(L={n_layers}), but got frozen_layers={k} (grid.frozen_layers[{i}], {spec.source})."
             )
-    for task in spec.tasks:
+    for task in spec.all_tasks:
         pool = pool_sizes[task]
         for i, size in enumerate(spec.grid.train_sizes):
             if size != FULL and size > pool:

@@ -254,7 +254,7 @@ def cell_distributions(spec: StudySpec, crossed: bool = False) -> dict[str, optu
     ``crossed``: a grid cell of a study with ``grid.order_seeds``, which has the ``order_seed`` param too.
     """
     distributions: dict[str, optuna.distributions.BaseDistribution] = {
-        "task": CategoricalDistribution(spec.tasks),
+        "task": CategoricalDistribution(spec.tasks + tuple(group.name for group in spec.groups)),
         "frozen_layers": IntDistribution(-1, 4096),
         "train_size": IntDistribution(1, 10**9),
         "subset_draw": IntDistribution(0, 10**6),

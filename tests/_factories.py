@@ -38,11 +38,20 @@ def simple_spec(model: str = "minilm-l6", **sections: dict[str, Any]) -> dict[st
 
 def to_toml(spec: dict[str, Any]) -> str:
     """TOML text for a spec made by :func:`simple_spec` (top-level scalars first, then tables)."""
-    lines = [f"{k} = {_toml_value(v)}" for k, v in spec.items() if not isinstance(v, dict)]
+
+    def is_tables(value: Any) -> bool:  # an array of tables: [[key]]
+        return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+    lines = [f"{k} = {_toml_value(v)}" for k, v in spec.items() if not isinstance(v, dict) and not is_tables(v)]
     for key, table in spec.items():
         if isinstance(table, dict):
             lines.append(f"[{key}]")
             lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
+    for key, tables in spec.items():
+        if is_tables(tables):
+            for table in tables:
+                lines.append(f"[[{key}]]")
+                lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
     return "\n".join(lines) + "\n"
 
 

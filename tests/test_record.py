@@ -26,7 +26,10 @@ def _readme_columns() -> list[str]:
 
 def test_the_export_columns_are_the_records_exported_fields() -> None:
     assert RESULT_COLUMNS == EXPORT_COLUMNS
-    assert RESULT_COLUMNS[:5] == ["study", "trial", "state", "role", "task"] and RESULT_COLUMNS[-1] == "order_seed"
+    assert RESULT_COLUMNS[:5] == ["study", "trial", "state", "role", "task"] and RESULT_COLUMNS[-2:] == [
+        "order_seed",
+        "trained_with",
+    ]
     assert len(set(RESULT_COLUMNS)) == len(RESULT_COLUMNS)
 
 

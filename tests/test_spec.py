@@ -124,7 +124,7 @@ def test_valid_spec_round_trips_and_hash_is_stable(tmp_path: Path) -> None:
     assert a.grid.frozen_layers == (0, 2) and a.training.epochs == 1.0 and a.metric_for("sst2") == "accuracy"
 
 
-@pytest.mark.parametrize("name", ["quick", "blog2020", "blog2020-minilm", "lee2019"])
+@pytest.mark.parametrize("name", ["quick", "blog2020", "blog2020-minilm", "lee2019", "multitask-minilm"])
 def test_shipped_specs_are_valid(name: str) -> None:
     from freezestats._resources import bundled_path
 
@@ -179,7 +179,7 @@ def test_cli_bad_spec_exits_nonzero_without_db(tmp_path: Path, capsys: pytest.Ca
 
 def test_unknown_study_name_lists_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "no-such-study"]) == 2
-    assert "blog2020, blog2020-minilm, lee2019, quick" in capsys.readouterr().err
+    assert "blog2020, blog2020-minilm, lee2019, multitask-minilm, quick" in capsys.readouterr().err
 
 
 def test_unknown_model_offline_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from freezestats.arms import Arm, arm_for_spec
 from freezestats.backbone import load_tokenizer, n_layers_of
-from freezestats.cells import Cell, grid_cells, search_cells
+from freezestats.cells import Cell, grid_cells, group_cells, search_cells
 from freezestats.data import TaskData, load_task_data
 from freezestats.exceptions import SpecError
 from freezestats.spec import FULL, StudySpec, check_against
@@ -60,6 +60,7 @@ class PreparedStudy:
         g = self.spec.grid
         n_grid = len(self.spec.tasks) * len(g.train_sizes) * g.subset_draws * len(g.frozen_layers) * len(g.seeds)
         n_grid *= len(g.order_seeds) if g.order_seeds is not None else 1
+        n_grid += len(group_cells(self.spec))
         return n_grid + len(search_cells(self.spec, self.pool_sizes))
 
 
@@ -70,7 +71,7 @@ def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> Prepar
     arm = arm_for_spec(spec)
     n_layers = n_layers_of(spec.model.name)
     precision = resolve_precision(spec.training.precision, resolve_device(spec.training.device))
-    datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.tasks}
+    datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.all_tasks}
     pool_sizes = {name: len(data.train) for name, data in datasets.items()}
     check_against(spec, n_layers, pool_sizes)
     _check_levels(arm, spec, n_layers)

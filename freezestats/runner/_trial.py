@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +20,14 @@ from freezestats.cells import Cell
 from freezestats.lr_search import select_half_best
 from freezestats.metrics import is_failed_run, majority_baseline
 from freezestats.predictions import checkpoint_counts, predictions_frame
-from freezestats.record import TrialRecord
+from freezestats.record import GroupTrialRecord, TrialRecord
 from freezestats.runner._prepare import PreparedStudy, encoded_splits
 from freezestats.runner._provenance import library_versions
 
 if TYPE_CHECKING:
     from freezestats.prefix_cache import PrefixCache
-    from freezestats.training import RunOutcome
+    from freezestats.spec import GroupSpec
+    from freezestats.training import EncodedSplit, RunOutcome
 
 __all__ = ["run_cell"]
 
@@ -38,9 +40,17 @@ def run_cell(
     artifact_store: Any,
     prefix_cache: PrefixCache,
     on_step: Callable[[int, int], None] | None = None,
-) -> TrialRecord:
-    """Fine-tune ``cell`` (its level on the arm's axis), upload its predictions, and return its record."""
+) -> TrialRecord | GroupTrialRecord:
+    """Fine-tune ``cell`` (its level on the arm's axis), upload its predictions, and return its record.
+
+    A task group's cell trains the group's shared encoder and returns one record per task.
+    """
     spec = prepared.spec
+    group = spec.group_named(cell.task)
+    if group is not None:
+        return _run_group_cell(
+            prepared, cell, group, trial, artifact_store=artifact_store, prefix_cache=prefix_cache, on_step=on_step
+        )
     task = prepared.tasks[cell.task]
     train, validation = encoded_splits(prepared, cell)
     metric = spec.metric_for(cell.task)
@@ -61,10 +71,71 @@ def run_cell(
         on_step=on_step,
         prefix_cache=prefix_cache,
     )
+    return _task_record(prepared, cell, cell.task, outcome, train, validation, trial, artifact_store)
+
+
+def _run_group_cell(
+    prepared: PreparedStudy,
+    cell: Cell,
+    group: GroupSpec,
+    trial: optuna.Trial,
+    *,
+    artifact_store: Any,
+    prefix_cache: PrefixCache,
+    on_step: Callable[[int, int], None] | None,
+) -> GroupTrialRecord:
+    """Train the group's shared encoder on each task's subset of the cell's size; one record per task."""
+    from freezestats.multitask import GroupMember, fine_tune_group
+
+    spec = prepared.spec
+    members = []
+    for name in group.tasks:
+        task = prepared.tasks[name]
+        train, validation = encoded_splits(prepared, replace(cell, task=name))
+        members.append(
+            GroupMember(task.data.task, spec.metric_for(name), train, validation, task.select_idx, task.score_idx)
+        )
+    outcomes = fine_tune_group(
+        model_name=spec.model.name,
+        group=group,
+        members=members,
+        frozen_layers=cell.frozen_layers,
+        seed=cell.seed,
+        order_seed=cell.data_order_seed,
+        learning_rate=cell.learning_rate,
+        training=spec.training,
+        tokenizer=load_tokenizer(spec.model.name),
+        arm=prepared.arm,
+        on_step=on_step,
+        prefix_cache=prefix_cache,
+    )
+    records = {
+        m.task.name: _task_record(
+            prepared, cell, m.task.name, outcomes[m.task.name], m.train, m.validation, trial, artifact_store
+        )
+        for m in members
+    }
+    return GroupTrialRecord(group.name, records)
+
+
+def _task_record(
+    prepared: PreparedStudy,
+    cell: Cell,
+    task_name: str,
+    outcome: RunOutcome,
+    train: EncodedSplit,
+    validation: EncodedSplit,
+    trial: optuna.Trial,
+    artifact_store: Any,
+) -> TrialRecord:
+    """One task's record of a run: baseline, checkpoint counts, failure flag, and its uploaded predictions."""
+    task = prepared.tasks[task_name]
+    metric = prepared.spec.metric_for(task_name)
     regression = task.data.task.is_regression
     labels = validation.labels
     baseline = majority_baseline(metric, train.labels, labels, regression)
     frame = predictions_frame(outcome.checkpoints, labels, task.select_idx)
+    suffix = "" if task_name == cell.task else f"_{task_name}"
     return _record(
         prepared,
         cell,
@@ -73,7 +144,7 @@ def run_cell(
         baseline=baseline,
         counts=checkpoint_counts(outcome.checkpoints, labels, task.score_idx, regression),
         failed=is_failed_run(outcome.final_predictions, regression, outcome.summary.final_dev, baseline),
-        artifact_id=upload_predictions(artifact_store, trial, frame),
+        artifact_id=upload_predictions(artifact_store, trial, frame, suffix),
     )
 
 
@@ -110,6 +181,7 @@ def _record(
         lr_search_reuse=spec.lr_search.reuse,
         frozen_dropout=spec.training.frozen_dropout,
         order_seed=cell.data_order_seed,  # the seed of the data order: `seed` itself unless crossed
+        trained_with=cell.task,  # the task itself, or the group whose cell this is
         eval_prefix_cached=outcome.extra["eval_prefix_cached"],
         train_prefix_cached=outcome.extra["train_prefix_cached"],
         trainable_params=outcome.trainable_params,
@@ -126,11 +198,14 @@ def _record(
     )
 
 
-def upload_predictions(artifact_store: Any, trial: optuna.Trial, frame: pd.DataFrame) -> str:
-    """Store the per-example predictions as an Optuna artifact of ``trial``; returns its id."""
+def upload_predictions(artifact_store: Any, trial: optuna.Trial, frame: pd.DataFrame, suffix: str = "") -> str:
+    """Store the per-example predictions as an Optuna artifact of ``trial``; returns its id.
+
+    ``suffix`` tells apart the predictions of the tasks of one group trial (``_<task>``).
+    """
     from optuna.artifacts import upload_artifact
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"predictions_trial{trial.number}.parquet"
+        path = Path(tmp) / f"predictions_trial{trial.number}{suffix}.parquet"
         frame.to_parquet(path, index=False)
         return upload_artifact(artifact_store=artifact_store, file_path=str(path), study_or_trial=trial)

@@ -302,6 +302,7 @@ def simulate_results(
         metric="accuracy",
         device="simulated",
         fail_reason=lambda f: np.where(f["failed"], "simulated collapse", None),
+        trained_with=lambda f: f["task"],  # every simulated task is trained alone
     )
     return table.reindex(columns=RESULT_COLUMNS)
 

@@ -36,7 +36,11 @@ class Schedule:
 
     @classmethod
     def of(cls, n_train: int, training: TrainingSpec) -> Schedule:
-        steps_per_epoch = math.ceil(n_train / training.batch_size)
+        return cls.of_steps(math.ceil(n_train / training.batch_size), training)
+
+    @classmethod
+    def of_steps(cls, steps_per_epoch: int, training: TrainingSpec) -> Schedule:
+        """The schedule of a run whose epoch is ``steps_per_epoch`` batches (a task group's: every task's)."""
         return cls(
             steps_per_epoch=steps_per_epoch,
             total_steps=max(1, round(training.epochs * steps_per_epoch)),
@@ -91,7 +95,7 @@ class TrainingSteps:
             for start in range(0, len(permutation), self.training.batch_size):
                 if step >= schedule.total_steps:
                     break
-                loss = self._loss(permutation[start : start + self.training.batch_size])
+                loss = self.batch_loss(permutation[start : start + self.training.batch_size])
                 if not torch.isfinite(loss):
                     raise TrialFailed(
                         f"The training loss became {loss.item()} at step {step + 1} of {schedule.total_steps}."
@@ -106,7 +110,7 @@ class TrainingSteps:
                     on_step(step, schedule.total_steps)
         return step, loss_value
 
-    def _loss(self, batch_idx: list[int]) -> torch.Tensor:
+    def batch_loss(self, batch_idx: list[int]) -> torch.Tensor:
         """The loss on one batch, in train mode (frozen modules in eval mode with ``frozen_dropout = "off"``)."""
         batch = _encoding.collate(self.tokenizer, [self.train.features[i] for i in batch_idx], self.device)
         label_dtype = torch.float32 if self.regression else torch.long
