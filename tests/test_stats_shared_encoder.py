@@ -1,0 +1,65 @@
+"""Shared-encoder contrasts: one task's runs alone and in a group, in one mixed model with per-cell variances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats.shared_encoder import SHARED_ENCODER_COLUMNS, shared_encoder_contrasts
+from freezestats.stats.simulate import simulate_results
+
+# code -> (trained_with, frozen_layers); the group helps stsb only when 3 layers are frozen (the source's claim)
+SETTINGS = {0: ("stsb", 0), 1: ("stsb", 3), 2: ("g", 0), 3: ("g", 3)}
+SIZES = (200, 1000)
+TRUE = {(0, 200): 0.60, (1, 200): 0.58, (2, 200): 0.55, (3, 200): 0.66,
+        (0, 1000): 0.80, (1, 1000): 0.79, (2, 1000): 0.78, (3, 1000): 0.85}  # fmt: skip
+
+
+def _study(rng: int) -> pd.DataFrame:
+    table = simulate_results(TRUE, tasks=("stsb",), frozen_levels=list(SETTINGS), train_sizes=SIZES, seeds=5,
+                             seed_sd=0.01, resid_sd={200: 0.02, 1000: 0.01}, rng=rng)  # fmt: skip
+    setting = table["frozen_layers"].map(SETTINGS)
+    return table.assign(trained_with=[s[0] for s in setting], frozen_layers=[s[1] for s in setting])
+
+
+def test_the_three_families_are_the_cell_mean_combinations() -> None:
+    table = _study(0)
+    out = shared_encoder_contrasts(table, "best_dev", task="stsb")
+    assert list(out.columns) == SHARED_ENCODER_COLUMNS
+    assert out.groupby("comparison").size().to_dict() == {
+        "together_vs_alone": 4, "frozen_vs_0": 2, "freezing_gain_difference": 2,
+    }  # fmt: skip
+    mean = table.groupby(["trained_with", "frozen_layers", "train_size"])["best_dev"].mean()
+    for row in out.itertuples():
+        n, k = row.train_size, row.frozen_layers
+        expected = {
+            "together_vs_alone": mean[("g", k, n)] - mean[("stsb", k, n)],
+            "frozen_vs_0": mean[("g", k, n)] - mean[("g", 0, n)],
+            "freezing_gain_difference": (mean[("g", k, n)] - mean[("g", 0, n)])
+            - (mean[("stsb", k, n)] - mean[("stsb", 0, n)]),
+        }[row.comparison]
+        assert row.estimate == pytest.approx(expected, abs=1e-9)
+    assert (out["ci_high_adj"] - out["ci_low_adj"] >= out["ci_high"] - out["ci_low"] - 1e-12).all()
+
+
+def test_intervals_cover_the_true_contrasts() -> None:
+    truth = {
+        "together_vs_alone": lambda k, n: TRUE[(2 + (k == 3), n)] - TRUE[(int(k == 3), n)],
+        "frozen_vs_0": lambda k, n: TRUE[(3, n)] - TRUE[(2, n)],
+        "freezing_gain_difference": lambda k, n: (TRUE[(3, n)] - TRUE[(2, n)]) - (TRUE[(1, n)] - TRUE[(0, n)]),
+    }
+    hits = []
+    for rng in range(30):
+        out = shared_encoder_contrasts(_study(50 + rng), "best_dev", task="stsb", adjust="none")
+        for row in out.itertuples():
+            value = truth[row.comparison](row.frozen_layers, row.train_size)
+            hits.append(row.ci_low <= value <= row.ci_high)
+    assert 0.89 <= np.mean(hits) <= 0.995
+
+
+def test_a_task_never_trained_in_a_group_is_refused() -> None:
+    table = _study(1)
+    with pytest.raises(ModelFitError, match="no runs trained in a group"):
+        shared_encoder_contrasts(table[table["trained_with"] == "stsb"], "best_dev", task="stsb")
