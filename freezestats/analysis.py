@@ -95,6 +95,17 @@ def _trained_alone(grid: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return grid[alone], int((~alone).sum())
 
 
+def _shared_encoder(attempt: Callable[..., None], grid: pd.DataFrame, tasks: list[str], response: str) -> None:
+    """Per task trained both alone and in a group: the shared-encoder contrasts (one model per task)."""
+    from freezestats.stats.shared_encoder import shared_encoder_contrasts
+
+    for task in tasks:
+        rows = grid[grid["task"] == task]
+        if (rows["trained_with"].notna() & (rows["trained_with"] != task)).any():
+            make = lambda rows=rows, task=task: shared_encoder_contrasts(rows, response, task=task)  # noqa: E731
+            attempt("shared_encoder", task, make)
+
+
 def load_study_record(storage: str, study_name: str | None = None) -> dict[str, Any]:
     """The study's name, stored spec (plain data, as kept in the database) and provenance.
 
@@ -171,7 +182,8 @@ def analyze(
             "(`freezestats export`), or a table with those columns (one row per run)?"
         )
     data = normalize_results(data)
-    grid, n_grouped = _trained_alone(data[data["role"] == "grid"])
+    all_grid = data[data["role"] == "grid"]
+    grid, n_grouped = _trained_alone(all_grid)
     available = sorted(grid["task"].unique())
     tasks = tasks or available
     unknown = [t for t in tasks if t not in available]
@@ -198,8 +210,8 @@ def analyze(
 
     if n_grouped:
         result.warnings.append(
-            f"{n_grouped} rows trained in task groups (trained_with) are left out: every model here is of tasks "
-            "trained alone, and the shared-encoder comparison is not analysed yet."
+            f"{n_grouped} rows were trained in task groups (trained_with): each task's freeze analysis uses its runs "
+            "trained alone, and the group rows are compared with those in the shared_encoder table."
         )
 
     def attempt(name: str, task: str, make: Callable[[], pd.DataFrame], **labels: str) -> None:
@@ -292,6 +304,8 @@ def analyze(
                 )
             attempt("variance_homogeneity", task, lambda one=one: variance_homogeneity(one, response))
             _warn_unequal_spread(result, task, model, variance)
+    if n_grouped:
+        _shared_encoder(attempt, all_grid, tasks, response)
     if pooled:
         from freezestats.stats.pooled import fit_pooled, task_interaction_test
 

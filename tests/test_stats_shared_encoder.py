@@ -63,3 +63,33 @@ def test_a_task_never_trained_in_a_group_is_refused() -> None:
     table = _study(1)
     with pytest.raises(ModelFitError, match="no runs trained in a group"):
         shared_encoder_contrasts(table[table["trained_with"] == "stsb"], "best_dev", task="stsb")
+
+
+def test_analyze_fits_the_freeze_model_on_runs_alone_and_adds_the_shared_encoder_table() -> None:
+    from freezestats.analysis import analyze
+
+    table = _study(2)
+    result = analyze(table, response="best_dev")
+    shared = result.tables["shared_encoder"]
+    assert set(shared["task"]) == {"stsb"} and len(shared) == 8
+    assert result.settings["n_runs"] == int((table["trained_with"] == "stsb").sum())
+    assert any("shared_encoder table" in w for w in result.warnings)
+
+
+def test_the_report_gets_a_shared_encoder_section(tmp_path) -> None:
+    from freezestats.report import build_report
+
+    table = _study(3).assign(metric="pearson", role="grid")
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    result = build_report(
+        tmp_path / "report",
+        results=tmp_path / "runs.csv",
+        formats="html",
+        metric="best_dev",
+        n_boot=50,
+        show_progress=False,
+    )
+    qmd = (tmp_path / "report" / "report.qmd").read_text()
+    section = qmd.split("## Shared encoder", 1)[1].split("## Seed variance", 1)[0]
+    assert "### stsb" in section and "freezing 3 layers" in section and "stsb-shared-encoder" in section
+    assert result is not None

@@ -21,6 +21,7 @@ from freezestats._resources import bundled_path
 from freezestats.report import figures as F
 from freezestats.report import text
 from freezestats.report.inputs import ReportInputs
+from freezestats.report.shared_encoder import shared_encoder_section
 from freezestats.report.strategies import strategy_section
 from freezestats.report.tables import blog_table, fmt_num, fmt_p, markdown, present, sorted_cells
 
@@ -712,6 +713,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "emmeans": _emmeans_section(inputs, w),
         "contrasts": _contrasts_section(inputs, w),
         "strategies": strategy_section(inputs, w),
+        "shared_encoder": shared_encoder_section(inputs, w),
         "variance": _variance_section(inputs, w),
         "lee": _lee_section(inputs, w),
         "compute": _compute_section(inputs, w),

@@ -1,0 +1,116 @@
+"""The report's "Shared encoder" section: each task trained alone and in a group, against frozen layers.
+
+The question of the multi-task study behind this section is "does freezing help when tasks share an
+encoder, and for which task?", so per task it shows the metric against frozen layers, alone against
+together (one panel per train size), and states per size what the shared-encoder contrasts say
+(:mod:`freezestats.stats.shared_encoder`): the group's difference from training alone at each depth, and how
+much more (or less) freezing helps in the group than alone, with Holm-adjusted intervals.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from freezestats.report import figures as F
+from freezestats.report.tables import fmt_p, present
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from freezestats.report.inputs import ReportInputs
+
+__all__ = ["shared_encoder_figure", "shared_encoder_section"]
+
+_NONE = (
+    "No task of this study was trained in a group, so there is no shared-encoder comparison; a spec with "
+    "`[[groups]]` gets this section."
+)
+
+
+def shared_encoder_figure(runs: pd.DataFrame, task: str, response: str, metric: str) -> Figure:
+    """Mean score against frozen layers, trained alone and with each group, one panel per train size."""
+    plt = F._plt()
+    sizes = sorted(int(s) for s in runs["train_size"].unique())
+    setting = runs["trained_with"].where(runs["trained_with"] != task, "alone")
+    means = runs.assign(setting=setting).groupby(["setting", "train_size", "frozen_layers"])[response].mean()
+    fig, axes = plt.subplots(1, len(sizes), figsize=(F.WIDTH, 2.6), sharey=True, constrained_layout=True, squeeze=False)
+    for ax, size in zip(axes[0], sizes, strict=True):
+        for name in sorted(setting.unique(), key=lambda s: (s != "alone", s)):
+            try:
+                line = means.loc[(name, size)]
+            except KeyError:  # this setting did not run at this size
+                continue
+            order = F.frozen_order(line.index)
+            ax.plot(range(len(order)), line.reindex(order).to_numpy(), marker="o", label=name)
+            ax.set_xticks(range(len(order)), [F.frozen_label(k) for k in order])
+        ax.set_title(f"n = {size}")
+        ax.set_xlabel("frozen layers")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel(f"{metric} ({response})")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    return fig
+
+
+def shared_encoder_section(inputs: ReportInputs, w: Any) -> str:
+    """Per task with group runs: the answer lines, the figure and the contrasts table."""
+    table = inputs.analysis.tables.get("shared_encoder")
+    if table is None or table.empty:
+        return _NONE
+    response = inputs.analysis.settings["response"]
+    parts = []
+    for task in sorted(table["task"].unique()):
+        mine = table[table["task"] == task]
+        lines = [f"### {task}", "", *[f"- {s}" for s in _answer_lines(mine)]]
+        runs = inputs.runs
+        if runs is not None and "trained_with" in runs.columns:
+            rows = runs[(runs["task"] == task) & (runs.get("role", "grid") == "grid")]
+            metric = str(rows["metric"].dropna().iloc[0]) if "metric" in rows.columns else response
+            figure = shared_encoder_figure(rows, task, response, metric)
+            lines += ["", w.figure(figure, f"{task}-shared-encoder", f"{task}: {response} alone and in groups.")]
+        lines += ["", w.table(_shown(mine), f"{task}-shared-encoder", _caption(task))]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _answer_lines(table: pd.DataFrame) -> list[str]:
+    lines = []
+    gains = table[table["comparison"] == "freezing_gain_difference"]
+    for row in gains.sort_values(["train_size", "trained_with", "frozen_layers"]).itertuples():
+        shown = row.p_adj < 0.05
+        verdict = "helps more in the group than alone" if row.estimate > 0 else "helps less in the group than alone"
+        lines.append(
+            f"n = {row.train_size}, with {row.trained_with}: freezing {row.frozen_layers} layers "
+            + (verdict if shown else "was not shown to help differently in the group than alone")
+            + f" by {row.estimate:+.4f} [{row.ci_low_adj:+.4f}, {row.ci_high_adj:+.4f}] (p adj. {fmt_p(row.p_adj)})."
+        )
+    return lines or ["The groups share no frozen depth with the runs trained alone besides 0: see the table."]
+
+
+def _shown(table: pd.DataFrame) -> pd.DataFrame:
+    def interval(row: pd.Series) -> str:
+        return f"{row['estimate']:+.4f} [{row['ci_low_adj']:+.4f}, {row['ci_high_adj']:+.4f}]"
+
+    shown = table.assign(difference=table.apply(interval, axis=1))
+    return present(
+        shown[["train_size", "comparison", "trained_with", "frozen_layers", "difference", "p_adj"]],
+        {
+            "train_size": "n",
+            "comparison": "comparison",
+            "trained_with": "group",
+            "frozen_layers": "frozen",
+            "difference": "difference [95%]",
+            "p_adj": "p (adjusted)",
+        },
+        {"p_adj": fmt_p},
+    )
+
+
+def _caption(task: str) -> str:
+    return (
+        f"{task}: the group against training alone at each depth, depths within the group against its frozen 0, "
+        "and the difference in freezing gain; one mixed model of the task with a residual variance per cell, "
+        "intervals and p values Holm-adjusted within each comparison and size (intervals Bonferroni)."
+    )
