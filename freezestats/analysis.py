@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from freezestats import __version__
+from freezestats.analysis_arms import add_strategy_tables, freeze_rows
 from freezestats.exceptions import ModelFitError
 
 __all__ = [
@@ -183,8 +184,9 @@ def analyze(
         )
     data = normalize_results(data)
     all_grid = data[data["role"] == "grid"]
-    grid, n_grouped = _trained_alone(all_grid)
-    available = sorted(grid["task"].unique())
+    arm_grid, n_grouped = _trained_alone(all_grid)
+    grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: strategy tables
+    available = sorted(arm_grid["task"].unique())
     tasks = tasks or available
     unknown = [t for t in tasks if t not in available]
     if unknown:
@@ -306,6 +308,14 @@ def analyze(
             _warn_unequal_spread(result, task, model, variance)
     if n_grouped:
         _shared_encoder(attempt, all_grid, tasks, response)
+    if arm_note:
+        result.warnings.append(arm_note)
+
+        def margin_of(task: str) -> float:
+            metric = arm_grid.loc[arm_grid["task"] == task, "metric"] if "metric" in arm_grid else pd.Series()
+            return margin or stats.default_margin(str(metric.mode().iloc[0]) if metric.notna().any() else "accuracy")
+
+        add_strategy_tables(attempt, arm_grid, tasks, response, margin_of)
     if pooled:
         from freezestats.stats.pooled import fit_pooled, task_interaction_test
 

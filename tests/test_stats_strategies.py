@@ -101,3 +101,35 @@ def test_noninferiority_is_holm_adjusted_within_a_size_and_the_answer_names_the_
     assert answer[1000].startswith("no strategy was shown non-inferior") and "freeze 4" in answer[1000]
     with pytest.raises(ModelFitError, match="margin"):
         strategy_noninferiority(table, margin=0.0)
+
+
+def test_analyze_gives_a_table_of_several_arms_the_strategy_model_and_the_freeze_model_its_own_rows() -> None:
+    from freezestats.analysis import analyze
+
+    table = _study(4).assign(trainable_params=lambda t: t["arm"].map({"freeze": 2e7, "probe": 770, "lora": 3e5}))
+    result = analyze(table, response="best_dev")
+    assert len(result.tables["strategy_contrasts"]) == 3 * len(SIZES)
+    assert set(result.tables["strategy_noninferiority"]["margin"]) == {0.01}
+    answer = result.tables["strategy_answer"]
+    assert len(answer) == len(SIZES) and answer["statement"].str.contains("full fine-tuning").all()
+    # the freeze-depth model saw the freeze arm only: levels 0 and 4
+    assert set(result.tables["contrasts"]["frozen_layers"]) == {4}
+    assert any("freeze-depth analysis uses the freeze arm" in w for w in result.warnings)
+
+
+def test_the_report_answers_which_strategy(tmp_path) -> None:
+    from freezestats.report import build_report
+
+    table = _study(5).assign(
+        trainable_params=lambda t: t["arm"].map({"freeze": 2e7, "probe": 770, "lora": 3e5}),
+        wall_seconds=lambda t: t["arm"].map({"freeze": 60.0, "probe": 0.1, "lora": 40.0}),
+        metric="accuracy",
+        role="grid",
+    )
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    build_report(tmp_path / "r", results=tmp_path / "runs.csv", formats="html", metric="best_dev", n_boot=50,
+                 show_progress=False)  # fmt: skip
+    section = (tmp_path / "r" / "report.qmd").read_text().split("## Which strategy?", 1)[1].split("## Shared", 1)[0]
+    assert section.count("full fine-tuning within 1 point at n =") == len(SIZES)
+    assert "sst2-strategies" in section and "sst2-strategy-contrasts" in section
+    assert (tmp_path / "r" / "figures" / "sst2-strategies.svg").stat().st_size > 1000
