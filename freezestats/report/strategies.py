@@ -115,6 +115,6 @@ def _caption(contrasts: pd.DataFrame, task: str) -> str:
     adjust = str(contrasts["adjust"].iloc[0])
     return (
         f"{task}: each strategy minus full fine-tuning per train size, one mixed model with a residual variance "
-        f"per cell (seed terms shared by the arms); intervals and p values {adjust}-adjusted over the size's "
-        "strategies."
+        f"per cell (seed terms shared by the arms); p values {adjust}-adjusted over the size's strategies"
+        + ("; intervals Bonferroni-adjusted (Holm's procedure has no interval form)." if adjust == "holm" else ".")
     )
