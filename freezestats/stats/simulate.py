@@ -302,6 +302,8 @@ def simulate_results(
         metric="accuracy",
         device="simulated",
         fail_reason=lambda f: np.where(f["failed"], "simulated collapse", None),
+        arm="freeze",  # a single-arm study, as the export fills it in
+        arm_level=lambda f: f["frozen_layers"],
     )
     return table.reindex(columns=RESULT_COLUMNS)
 
