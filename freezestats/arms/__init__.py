@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from freezestats.arms._base import Arm
 from freezestats.arms._freeze import FreezeArm
+from freezestats.arms._lora import LoraArm
 from freezestats.arms._registry import ENTRY_POINT_GROUP, available_arms, get_arm, load_plugins, register_arm
 from freezestats.arms._reinit import ReinitArm
 
@@ -28,6 +29,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Arm",
     "FreezeArm",
+    "LoraArm",
     "ReinitArm",
     "arm_for_spec",
     "arms_for_spec",
