@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from freezestats.arms._base import Arm
 from freezestats.arms._freeze import FreezeArm
 from freezestats.arms._lora import LoraArm
+from freezestats.arms._probe import ProbeArm
 from freezestats.arms._registry import ENTRY_POINT_GROUP, available_arms, get_arm, load_plugins, register_arm
 from freezestats.arms._reinit import ReinitArm
 
@@ -30,6 +31,7 @@ __all__ = [
     "Arm",
     "FreezeArm",
     "LoraArm",
+    "ProbeArm",
     "ReinitArm",
     "arm_for_spec",
     "arms_for_spec",
