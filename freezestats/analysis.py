@@ -158,6 +158,7 @@ def analyze(
             f"The results table lacks column(s) {missing}, which every analysis needs; is it a freezestats export "
             "(`freezestats export`), or a table with those columns (one row per run)?"
         )
+    _refuse_mixed_arms(data)
     data = normalize_results(data)
     grid = data[data["role"] == "grid"]
     available = sorted(grid["task"].unique())
@@ -622,3 +623,13 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"[all tasks] does freezing act differently per task? {_test_text(r)}")
     lines.extend(f"warning: {w}" for w in analysis.warnings)
     return lines
+
+
+def _refuse_mixed_arms(data: pd.DataFrame) -> None:
+    """The models here compare freeze depths; a table of other arms (or of several) is not silently pooled."""
+    arms = sorted(data["arm"].dropna().unique()) if "arm" in data.columns else []
+    if len(arms) > 1 or (arms and data["frozen_layers"].isna().any()):
+        raise ModelFitError(
+            f"The results table holds arm(s) {arms}, but `analyze` fits the freeze-depth model of one freeze arm; "
+            "select one freeze arm's rows (the across-arm comparison is not implemented yet)."
+        )

@@ -140,3 +140,20 @@ def test_a_cell_with_an_arm_is_not_a_single_arm_cell() -> None:
     armed = Cell("sst2", 1, 32, 0, 1, 5e-5, arm="freeze")
     assert plain.key != armed.key and plain.level == armed.level == 1
     assert "learning_rate" not in Cell("sst2", 6, 32, 0, 1, None, arm="probe-mean").params()
+
+
+def test_analyze_refuses_a_table_that_mixes_arms() -> None:
+    from freezestats.analysis import analyze
+    from freezestats.exceptions import ModelFitError
+    from freezestats.stats.simulate import simulate_results
+
+    table = simulate_results(seeds=3, frozen_levels=(0, 2), train_sizes=(50, 100), rng=1)
+    assert set(table["arm"]) == {"freeze"}  # a single-arm table is the freeze model's, as before
+    mixed = table.copy()
+    mixed.loc[mixed["frozen_layers"] == 2, ["arm", "frozen_layers"]] = ["lora", None]
+    with pytest.raises(ModelFitError, match=r"holds arm\(s\) \['freeze', 'lora'\], but `analyze` fits") as info:
+        analyze(mixed, n_boot=10)
+    assert "\n" not in str(info.value)
+    only_lora = table.assign(arm="lora", frozen_layers=None)
+    with pytest.raises(ModelFitError, match=r"holds arm\(s\) \['lora'\]"):
+        analyze(only_lora, n_boot=10)
