@@ -157,3 +157,13 @@ def test_analyze_refuses_a_table_that_mixes_arms() -> None:
     only_lora = table.assign(arm="lora", frozen_layers=None)
     with pytest.raises(ModelFitError, match=r"holds arm\(s\) \['lora'\]"):
         analyze(only_lora, n_boot=10)
+
+
+def test_validate_lists_the_arms_and_their_cells(glue_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from freezestats.cli import main
+
+    assert main(["validate", "strategies-minilm", "--data-dir", str(glue_dir), "--list-cells"]) == 0
+    out = capsys.readouterr().out
+    assert "arms freeze (-1, 0, 2, 4, 6), reinit (1, 2, 3), lora (4, 16), probe-mean (2, 4, 'last')" in out
+    assert "960 trials" in out and "cola|arm=probe-cls|level=6|n=1000|draw=0|seed=6  no lr" in out
+    assert "sst2|arm=lora|level=16|n=50|draw=0|seed=1  lr=0.0005" in out
