@@ -167,3 +167,17 @@ def test_validate_lists_the_arms_and_their_cells(glue_dir: Path, capsys: pytest.
     assert "arms freeze (-1, 0, 2, 4, 6), reinit (1, 2, 3), lora (4, 16), probe-mean (2, 4, 'last')" in out
     assert "960 trials" in out and "cola|arm=probe-cls|level=6|n=1000|draw=0|seed=6  no lr" in out
     assert "sst2|arm=lora|level=16|n=50|draw=0|seed=1  lr=0.0005" in out
+
+
+def test_levels_beyond_the_model_are_refused_naming_the_table() -> None:
+    from freezestats.arms import arms_for_spec
+    from freezestats.runner._prepare import _check_levels
+
+    spec = parse_spec(_arms_spec([ARMS[0], {"kind": "reinit", "top_layers": [1, 7]}]))
+    arms = arms_for_spec(spec)
+    assert set(arms) == {"freeze", "reinit"}
+    with pytest.raises(
+        SpecError, match=r"`arms\[1\]\.top_layers` must hold levels of arm 'reinit' .*\(L=6: 0\.\.6\), but got 7"
+    ):
+        _check_levels(arms, spec, 6)
+    _check_levels(arms, spec, 7)
