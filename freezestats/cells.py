@@ -39,23 +39,36 @@ class CellRole(str, Enum):
 
 @dataclass(frozen=True, order=True)
 class Cell:
-    """One fine-tuning run of the study."""
+    """One fine-tuning run of the study.
+
+    ``frozen_layers`` is the cell's level on its arm's axis: the freeze depth in a single-arm study (and for
+    the ``freeze`` arm), the rank of a ``lora`` cell, the layer of a ``probe`` cell, ... (:attr:`level`).
+    """
 
     task: str
     frozen_layers: int
     train_size: int
     subset_draw: int
     seed: int
-    learning_rate: float
+    learning_rate: float | None
+    """``None`` for an arm without a learning rate (a probe)."""
     role: CellRole = CellRole.GRID
     order_seed: int | None = None
     """The data-order seed when the grid crosses it with ``seed`` (``grid.order_seeds``); ``None``: the data
     order follows ``seed``, as in every study made before order seeds existed."""
+    arm: str | None = None
+    """The arm variant of a spec with ``[[arms]]``; ``None``: the one arm of a single-arm study."""
+
+    @property
+    def level(self) -> int:
+        """The cell's level on its arm's axis (stored in ``frozen_layers``, the single-arm study's name for it)."""
+        return self.frozen_layers
 
     @property
     def key(self) -> str:
         """Identity of the cell within its study; search cells also differ by rate, crossed cells by order seed."""
-        base = f"{self.task}|frozen={self.frozen_layers}|n={self.train_size}|draw={self.subset_draw}|seed={self.seed}"
+        where = f"frozen={self.frozen_layers}" if self.arm is None else f"arm={self.arm}|level={self.frozen_layers}"
+        base = f"{self.task}|{where}|n={self.train_size}|draw={self.subset_draw}|seed={self.seed}"
         if self.order_seed is not None:
             base = f"{base}|order_seed={self.order_seed}"
         return f"search|{base}|lr={self.learning_rate:g}" if self.role is CellRole.SEARCH else base
@@ -71,15 +84,19 @@ class Cell:
         return (self.task, self.train_size, self.subset_draw, self.frozen_layers)
 
     def params(self) -> dict[str, Any]:
-        """Optuna trial parameters (what distinguishes trials in the dashboard); ``order_seed`` only when crossed."""
-        params: dict[str, Any] = {
-            "task": self.task,
-            "frozen_layers": self.frozen_layers,
-            "train_size": self.train_size,
-            "subset_draw": self.subset_draw,
-            "seed": self.seed,
-            "learning_rate": self.learning_rate,
-        }
+        """Optuna trial parameters (what distinguishes trials in the dashboard); ``order_seed`` only when crossed.
+
+        A cell of a spec with ``[[arms]]`` has ``arm`` and ``arm_level`` instead of ``frozen_layers``, and no
+        ``learning_rate`` when its arm has none.
+        """
+        params: dict[str, Any] = {"task": self.task}
+        if self.arm is None:
+            params["frozen_layers"] = self.frozen_layers
+        else:
+            params.update(arm=self.arm, arm_level=self.frozen_layers)
+        params.update(train_size=self.train_size, subset_draw=self.subset_draw, seed=self.seed)
+        if self.learning_rate is not None:
+            params["learning_rate"] = self.learning_rate
         if self.order_seed is not None:
             params["order_seed"] = self.order_seed
         return params
@@ -133,11 +150,18 @@ def grid_cells(
     spec: StudySpec,
     pool_sizes: Mapping[str, int],
     chosen_rates: Mapping[tuple[str, int, int, int], float] | None = None,
+    n_layers: int | None = None,
 ) -> list[Cell]:
     """The grid, on the grid seeds (each crossed with every ``grid.order_seeds``, when given). With a search,
     ``chosen_rates`` maps :attr:`Cell.group` to its rate; groups not yet decided are left out (their cells
-    cannot run before their search finishes)."""
+    cannot run before their search finishes).
+
+    With ``[[arms]]`` every arm variant runs at each of its levels over the same tasks, sizes, draws and
+    seeds, at its own rate; ``n_layers`` resolves symbolic levels (a probe's ``"last"``).
+    """
     order_seeds: tuple[int | None, ...] = spec.grid.order_seeds if spec.grid.order_seeds is not None else (None,)
+    if spec.has_arms:
+        return _arm_cells(spec, pool_sizes, order_seeds, n_layers)
     cells = []
     for task, n, draw, k, seed in _combinations(spec, pool_sizes, spec.grid.frozen_layers, spec.grid.seeds):
         if spec.lr_search.mode == "none":
@@ -168,4 +192,28 @@ def group_cells(spec: StudySpec) -> list[Cell]:
             spec.grid.seeds,
             order_seeds,
         )
+    ]
+
+
+def _arm_cells(
+    spec: StudySpec, pool_sizes: Mapping[str, int], order_seeds: tuple[int | None, ...], n_layers: int | None
+) -> list[Cell]:
+    """The grid of a spec with ``[[arms]]``: every (variant, level) crossed with the shared axes."""
+    from freezestats.arms import get_arm
+
+    levels: list[tuple[str, int, float | None]] = []
+    for variant in spec.arm_variants():
+        arm = get_arm(variant.kind)
+        for level in variant.levels:
+            if isinstance(level, str) and n_layers is None:
+                raise ValueError(f"Level {level!r} of arm {variant.name!r} needs the model's n_layers to resolve.")
+            resolved = arm.resolve_level(level, n_layers if n_layers is not None else 0)
+            if (variant.name, resolved, variant.learning_rate) not in levels:  # "last" may repeat an index
+                levels.append((variant.name, resolved, variant.learning_rate))
+    return [
+        Cell(task, level, resolve_train_size(size, pool_sizes[task]), draw, seed, rate, order_seed=order, arm=name)
+        for task, size, draw, (name, level, rate), seed in itertools.product(
+            spec.tasks, spec.grid.train_sizes, range(spec.grid.subset_draws), levels, spec.grid.seeds
+        )
+        for order in order_seeds
     ]

@@ -79,7 +79,11 @@ class _Validate(_Command):
         prepared = prepare_study(spec, args.data_dir)
         search, grid = prepared.cells()
         print(f"Study '{spec.name}' is valid ({spec.source}; spec hash {spec.spec_hash[:12]}).")
-        print(f"  model {spec.model.name} (L={prepared.n_layers}), strategy {spec.model.strategy}")
+        if spec.has_arms:
+            arms = ", ".join(f"{v.name} {v.levels}" for v in spec.arm_variants())
+            print(f"  model {spec.model.name} (L={prepared.n_layers}), arms {arms}")
+        else:
+            print(f"  model {spec.model.name} (L={prepared.n_layers}), strategy {spec.model.strategy}")
         for name, task in prepared.tasks.items():
             print(
                 f"  task {name}: {len(task.data.train)} train / {len(task.data.validation)} validation "
@@ -97,7 +101,7 @@ class _Validate(_Command):
         )
         if args.list_cells:
             for cell in [*search, *grid]:
-                print(f"  {cell.key}  lr={cell.learning_rate:g}")
+                print(f"  {cell.key}  " + ("no lr" if cell.learning_rate is None else f"lr={cell.learning_rate:g}"))
         return 0
 
 

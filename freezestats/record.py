@@ -45,7 +45,7 @@ class TrialRecord:
     role: str | None = field(default=None, metadata=_TRIAL_COLUMN)
     task: str | None = field(default=None, metadata=_TRIAL_COLUMN)
     model: str = field(metadata=_RUN_COLUMN)
-    strategy: str = field(metadata=_RUN_COLUMN)
+    strategy: str | None = field(metadata=_RUN_COLUMN)  # the freezing strategy; None for arms other than freeze
     n_layers: int = field(metadata=_RUN_COLUMN)
     frozen_layers: int | None = field(default=None, metadata=_TRIAL_COLUMN)
     train_size: int | None = field(default=None, metadata=_TRIAL_COLUMN)
@@ -84,6 +84,9 @@ class TrialRecord:
     order_seed: int = field(metadata=_RUN_COLUMN)
     # the task group the task was trained in, or the task itself when it was trained alone
     trained_with: str = field(metadata=_RUN_COLUMN)
+    # the arm variant and its level (a single-arm study: "freeze" and frozen_layers, filled in by the export)
+    arm: str | None = field(default=None, metadata=_TRIAL_COLUMN)
+    arm_level: int | None = field(default=None, metadata=_TRIAL_COLUMN)
 
     # best score on the select half: what lr_search.select_metric = "select" uses
     select_best: float = field(metadata=_KEPT)
@@ -96,6 +99,8 @@ class TrialRecord:
     final_train_loss: float = field(metadata=_KEPT)
     peak_mem_kind: str = field(metadata=_KEPT)  # what peak_mem_bytes measured: cuda_max_allocated or process_max_rss
     versions: dict[str, str] = field(metadata=_KEPT)  # library versions that ran the trial
+    arm_kind: str | None = field(default=None, metadata=_KEPT)  # the registered arm behind `arm` (None: single-arm)
+    arm_options: dict[str, Any] = field(default_factory=dict, metadata=_KEPT)  # the arm's options (e.g. pooling)
 
     def attrs(self) -> dict[str, Any]:
         """What the runner stores as the trial's user attributes: every ``run`` field."""

@@ -35,6 +35,8 @@ STATUS_COLUMNS = [
     "best_dev",
     "fail_reason",
 ]
+_SORT_COLUMNS = ["role", "task", "train_size", "arm", "arm_level", "frozen_layers", "subset_draw", "seed"]
+_SORT_COLUMNS += ["order_seed", "trial"]
 _LOST = "no heartbeat: the worker stopped mid-trial"
 _STATE_NAMES = {
     TrialState.COMPLETE: "complete",
@@ -60,7 +62,7 @@ def results_table(study: optuna.Study, include_incomplete: bool = False) -> pd.D
     frame = frame.reindex(columns=RESULT_COLUMNS + extra)
     return (
         frame.sort_values(
-            ["role", "task", "train_size", "frozen_layers", "subset_draw", "seed", "order_seed", "trial"],
+            _SORT_COLUMNS,
             ignore_index=True,
         )
         if len(frame)
@@ -96,6 +98,10 @@ def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str
             row[column] = attrs.get(column)
     if row["frozen_dropout"] is None:  # trials stored before the setting existed ran the blog's protocol
         row["frozen_dropout"] = "on"
+    if row["arm"] is None:  # a single-arm study: its one arm is freeze, at the cell's freeze depth
+        row["arm"], row["arm_level"] = "freeze", row["frozen_layers"]
+    elif attrs.get("arm_kind") == "freeze":  # a freeze arm among others: its level is a freeze depth
+        row["frozen_layers"] = row["arm_level"]
     if row["order_seed"] is None:  # not crossed (or stored before order seeds existed): the order followed the seed
         row["order_seed"] = row["seed"]
     if row["trained_with"] is None:  # stored before groups existed: trained alone

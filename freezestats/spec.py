@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from freezestats._spec_arms import ArmSpec, ArmVariant, parse_arms
 from freezestats.exceptions import SpecError
 from freezestats.tasks import available_tasks, get_task
 
@@ -29,6 +30,8 @@ else:  # pragma: no cover
 
 __all__ = [
     "SPEC_VERSION",
+    "ArmSpec",
+    "ArmVariant",
     "ExecutionSpec",
     "GridSpec",
     "GroupSpec",
@@ -65,6 +68,7 @@ class GridSpec:
     """The grid: every combination of these is one cell (one trial) per task."""
 
     frozen_layers: tuple[int, ...]
+    """The freeze depths of a single-arm study; empty when the spec has ``[[arms]]`` (each arm lists its levels)."""
     train_sizes: tuple[int | Literal["full"], ...]
     seeds: tuple[int, ...]
     subset_draws: int = 1
@@ -179,9 +183,30 @@ class StudySpec:
     plugins: tuple[str, ...] = ()
     """Modules every process of the study imports before it builds the arm: where user code registers arms
     and freezing strategies, so that worker processes (which read the spec from the study) know them too."""
+    arms: tuple[ArmSpec, ...] = ()
+    """The ``[[arms]]`` tables; empty for a single-arm study (``[model] strategy`` + ``grid.frozen_layers``)."""
     description: str = ""
     version: int = SPEC_VERSION
     source: str = field(default="", compare=False)
+
+    @property
+    def has_arms(self) -> bool:
+        """Whether the spec compares arms (``[[arms]]``) rather than being a single freeze study."""
+        return bool(self.arms)
+
+    def arm_variants(self) -> tuple[ArmVariant, ...]:
+        """Every arm the cells run: the ``[[arms]]`` variants, or the one ``freeze`` arm of a single-arm spec."""
+        if not self.arms:
+            options = {"strategy": self.model.strategy}
+            return (ArmVariant("freeze", "freeze", self.grid.frozen_layers, self.training.learning_rate, options),)
+        return tuple(variant for arm in self.arms for variant in arm.variants())
+
+    def variant(self, name: str) -> ArmVariant:
+        """The arm variant called ``name`` (``KeyError`` when the spec has none)."""
+        for variant in self.arm_variants():
+            if variant.name == name:
+                return variant
+        raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain data (what is stored with the study and hashed)."""
@@ -198,6 +223,11 @@ class StudySpec:
             group["tasks"] = list(group["tasks"])
             if group["sampling"] != "temperature":  # unused, so not part of the meaning
                 del group["temperature"]
+        if self.arms:
+            data["arms"] = [arm.stored_form() for arm in self.arms]
+            del data["grid"]["frozen_layers"]  # each arm lists its own levels
+        else:  # likewise for `arms`
+            del data["arms"]
         data["primary_metric"] = dict(sorted(self.primary_metric.items()))
         return data
 
@@ -272,6 +302,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
             "execution",
             "plugins",
             "groups",
+            "arms",
         },
     )
     version = p.integer(raw.get("version", SPEC_VERSION), "version", low=1)
@@ -302,9 +333,19 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
 
     grid_raw = p.table(raw, "grid")
     p.keys(grid_raw, "grid.", {"frozen_layers", "train_sizes", "seeds", "subset_draws", "order_seeds"})
-    frozen = tuple(
-        p.integer(v, f"grid.frozen_layers[{i}]", low=-1)
-        for i, v in enumerate(p.nonempty_list(grid_raw, "frozen_layers", "grid."))
+    with_arms = "arms" in raw
+    if with_arms and "frozen_layers" in grid_raw:
+        raise p.fail(
+            "`grid.frozen_layers` must be left out when the spec has [[arms]]: give the freeze depths "
+            "in a [[arms]] table with kind = 'freeze' and frozen_layers = [...]"
+        )
+    frozen = (
+        ()
+        if with_arms
+        else tuple(
+            p.integer(v, f"grid.frozen_layers[{i}]", low=-1)
+            for i, v in enumerate(p.nonempty_list(grid_raw, "frozen_layers", "grid."))
+        )
     )
     sizes: list[int | Literal["full"]] = []
     for i, v in enumerate(p.nonempty_list(grid_raw, "train_sizes", "grid.")):
@@ -358,11 +399,25 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
             f"warmup_epochs={training.warmup_epochs}, epochs={training.epochs} ({source})."
         )
 
+    if with_arms and p.table(raw, "lr_search").get("mode", "none") != "none":
+        raise p.fail("`lr_search.mode` must be 'none' with [[arms]]: each arm sets its own `learning_rate`")
     lr_search = _parse_lr_search(p, p.table(raw, "lr_search"), grid)
     if groups and lr_search.mode != "none":
         raise p.fail("`groups` run at `training.learning_rate`; a learning-rate search for groups is not supported yet")
     if groups and FULL in sizes:
         raise p.fail("`grid.train_sizes` of a study with `groups` must be numbers (each task's subset), not 'full'")
+    arms: tuple[ArmSpec, ...] = ()
+    if with_arms:
+        if lr_search.mode != "none":  # pragma: no cover - refused above
+            raise p.fail("`lr_search.mode` must be 'none' with [[arms]]: each arm sets its own `learning_rate`")
+        if model.strategy != ModelSpec.strategy:
+            raise p.fail("`model.strategy` must be left out with [[arms]]: set `strategy` in the freeze arm's table")
+        from freezestats.arms import load_plugins  # the kinds that plugins register must be known here
+
+        load_plugins(plugins)
+        arms = parse_arms(p, raw["arms"], training.learning_rate)
+    if groups and arms:
+        raise p.fail("`groups` and [[arms]] cannot be combined yet: a task group trains the freeze arm's encoder only")
 
     ex = p.table(raw, "execution")
     p.keys(ex, "execution.", set(ExecutionSpec.__dataclass_fields__))
@@ -402,6 +457,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         primary_metric=primary,
         groups=groups,
         plugins=plugins,
+        arms=arms,
         description=p.string(raw.get("description", ""), "description"),
         version=version,
         source=source,

@@ -205,9 +205,8 @@ def _not_an_extension(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[st
     """What in ``new`` is more than adding grid values to ``old`` (empty when it is an extension)."""
     problems = []
     grid_lists = {"tasks": (old["tasks"], new["tasks"])}
-    grid_lists.update(
-        {f"grid.{k}": (old["grid"][k], new["grid"][k]) for k in ("frozen_layers", "train_sizes", "seeds")}
-    )
+    for k in ("frozen_layers", "train_sizes", "seeds"):  # a spec with [[arms]] has no grid.frozen_layers
+        grid_lists[f"grid.{k}"] = (old["grid"].get(k, []), new["grid"].get(k, []))
     old_orders, new_orders = old["grid"].get("order_seeds"), new["grid"].get("order_seeds")
     if old_orders is None and new_orders is not None:
         problems.append("grid.order_seeds is added (crossing the data order with the seeds makes every cell new)")
@@ -252,10 +251,18 @@ def cell_distributions(spec: StudySpec, crossed: bool = False) -> dict[str, optu
     """Distributions of the cell params: wide numeric ranges, so that extending a grid never conflicts.
 
     ``crossed``: a grid cell of a study with ``grid.order_seeds``, which has the ``order_seed`` param too.
+    A spec with ``[[arms]]`` has ``arm`` and ``arm_level`` in place of ``frozen_layers`` (and the arms without
+    a learning rate leave ``learning_rate`` out: :func:`suggest_cell`).
     """
     distributions: dict[str, optuna.distributions.BaseDistribution] = {
         "task": CategoricalDistribution(spec.tasks + tuple(group.name for group in spec.groups)),
-        "frozen_layers": IntDistribution(-1, 4096),
+    }
+    if spec.has_arms:
+        names = tuple(variant.name for variant in spec.arm_variants())
+        distributions.update(arm=CategoricalDistribution(names), arm_level=IntDistribution(-1, 4096))
+    else:
+        distributions["frozen_layers"] = IntDistribution(-1, 4096)
+    distributions |= {
         "train_size": IntDistribution(1, 10**9),
         "subset_draw": IntDistribution(0, 10**6),
         "seed": IntDistribution(0, 2**32),
@@ -274,12 +281,16 @@ def suggest_cell(trial: optuna.Trial, spec: StudySpec) -> Cell:
     role = CellRole(trial.user_attrs.get("role", CellRole.GRID.value))
     values: dict[str, Any] = {}
     for name, dist in cell_distributions(spec, crossed=spec.grid.crossed and role is CellRole.GRID).items():
-        if isinstance(dist, CategoricalDistribution):
+        if name == "learning_rate" and "arm" in values and spec.variant(values["arm"]).learning_rate is None:
+            values[name] = None  # an arm without a rate (a probe)
+        elif isinstance(dist, CategoricalDistribution):
             values[name] = trial.suggest_categorical(name, dist.choices)
         elif isinstance(dist, IntDistribution):
             values[name] = trial.suggest_int(name, dist.low, dist.high)
         else:
             values[name] = trial.suggest_float(name, dist.low, dist.high, log=True)
+    if "arm_level" in values:
+        values["frozen_layers"] = values.pop("arm_level")
     return Cell(**values, role=role)
 
 
@@ -295,13 +306,14 @@ def cell_from_trial(trial: FrozenTrial) -> Cell:
     p = _cell_params(trial)
     return Cell(
         task=p["task"],
-        frozen_layers=int(p["frozen_layers"]),
+        frozen_layers=int(p["frozen_layers"] if "arm" not in p else p["arm_level"]),
         train_size=int(p["train_size"]),
         subset_draw=int(p["subset_draw"]),
         seed=int(p["seed"]),
-        learning_rate=float(p["learning_rate"]),
+        learning_rate=None if p.get("learning_rate") is None else float(p["learning_rate"]),
         role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)),
         order_seed=None if p.get("order_seed") is None else int(p["order_seed"]),
+        arm=p.get("arm"),
     )
 
 

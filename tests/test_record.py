@@ -26,10 +26,8 @@ def _readme_columns() -> list[str]:
 
 def test_the_export_columns_are_the_records_exported_fields() -> None:
     assert RESULT_COLUMNS == EXPORT_COLUMNS
-    assert RESULT_COLUMNS[:5] == ["study", "trial", "state", "role", "task"] and RESULT_COLUMNS[-2:] == [
-        "order_seed",
-        "trained_with",
-    ]
+    assert RESULT_COLUMNS[:5] == ["study", "trial", "state", "role", "task"]
+    assert RESULT_COLUMNS[-4:] == ["order_seed", "trained_with", "arm", "arm_level"]
     assert len(set(RESULT_COLUMNS)) == len(RESULT_COLUMNS)
 
 
@@ -48,7 +46,9 @@ def test_the_runner_stores_the_run_fields_and_leaves_the_trials_own_to_it() -> N
     trial_fields = {f.name for f in fields(TrialRecord) if f.metadata["source"] == "trial"}
     cell = Cell(task="sst2", frozen_layers=0, train_size=32, subset_draw=0, seed=1, learning_rate=5e-5)
     # What results.results_table reads from the trial itself, and what the storage layer writes on it.
-    assert trial_fields == {"study", "trial", "state", "role", *cell.params(), "fail_reason", "reused_from_trial"}
+    armed = Cell(task="sst2", frozen_layers=0, train_size=32, subset_draw=0, seed=1, learning_rate=5e-5, arm="freeze")
+    cell_params = {*cell.params(), *armed.params()}  # a cell of a spec with [[arms]] has arm and arm_level
+    assert trial_fields == {"study", "trial", "state", "role", *cell_params, "fail_reason", "reused_from_trial"}
     assert all(getattr(record, name) is None for name in trial_fields)
     with pytest.raises(TypeError):
         TrialRecord(**{k: v for k, v in values.items() if k != "best_dev"})  # a run field cannot be forgotten

@@ -70,8 +70,8 @@ def test_run_status_export(
     assert table["best_dev"].ge(table["final_dev"]).all()
     assert table["n_eval"].eq(872).all() and table["majority_baseline"].between(0.49, 0.51).all()
     assert table["n_layers"].eq(2).all() and table["model"].eq(str(tiny_model)).all()
-    assert list(table.columns).index("order_seed") == len(RESULT_COLUMNS) - 2  # added at the end of the contract
-    assert list(table.columns).index("trained_with") == len(RESULT_COLUMNS) - 1  # and after it
+    assert list(table.columns).index("order_seed") == len(RESULT_COLUMNS) - 4  # added at the end of the contract
+    assert list(table.columns).index("trained_with") == len(RESULT_COLUMNS) - 3  # then trained_with, arm, arm_level
     assert table["trained_with"].eq(table["task"]).all()  # trained alone
     assert table["order_seed"].eq(table["seed"]).all()  # not crossed: the data order followed the seed
     assert (

@@ -124,7 +124,9 @@ def test_valid_spec_round_trips_and_hash_is_stable(tmp_path: Path) -> None:
     assert a.grid.frozen_layers == (0, 2) and a.training.epochs == 1.0 and a.metric_for("sst2") == "accuracy"
 
 
-@pytest.mark.parametrize("name", ["quick", "blog2020", "blog2020-minilm", "lee2019", "multitask-minilm"])
+@pytest.mark.parametrize(
+    "name", ["quick", "blog2020", "blog2020-minilm", "lee2019", "multitask-minilm", "strategies-minilm"]
+)
 def test_shipped_specs_are_valid(name: str) -> None:
     from freezestats._resources import bundled_path
 

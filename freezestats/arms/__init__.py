@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING
 
 from freezestats.arms._base import Arm
 from freezestats.arms._freeze import FreezeArm
+from freezestats.arms._lora import LoraArm
+from freezestats.arms._probe import ProbeArm
 from freezestats.arms._registry import ENTRY_POINT_GROUP, available_arms, get_arm, load_plugins, register_arm
+from freezestats.arms._reinit import ReinitArm
 
 if TYPE_CHECKING:
     from freezestats.spec import StudySpec
@@ -27,12 +30,28 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Arm",
     "FreezeArm",
+    "LoraArm",
+    "ProbeArm",
+    "ReinitArm",
     "arm_for_spec",
+    "arms_for_spec",
     "available_arms",
     "get_arm",
     "load_plugins",
     "register_arm",
 ]
+
+
+def arms_for_spec(spec: StudySpec) -> dict[str | None, Arm]:
+    """The arm of every variant a study runs, by the name its cells carry (``None``: a single-arm study).
+
+    A single-arm spec (no ``[[arms]]``) has the one arm of :func:`arm_for_spec`, and its cells no arm name,
+    so that their keys are those of studies made before arms existed.
+    """
+    if not spec.has_arms:
+        return {None: arm_for_spec(spec)}
+    load_plugins(spec.plugins)
+    return {variant.name: get_arm(variant.kind).from_options(variant.options) for variant in spec.arm_variants()}
 
 
 def arm_for_spec(spec: StudySpec) -> Arm:

@@ -6,8 +6,8 @@ study run before arms existed trains exactly the same models, and its cells keep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from freezestats.arms._base import Arm
 from freezestats.arms._registry import register_arm
@@ -29,6 +29,7 @@ class FreezeArm(Arm):
     """
 
     level_axis = "frozen_layers"
+    option_defaults: ClassVar[Mapping[str, Any]] = {"strategy": "freeze"}
 
     def __init__(self, strategy: str = "freeze") -> None:
         self.strategy = strategy
@@ -37,6 +38,13 @@ class FreezeArm(Arm):
     def from_spec(cls, spec: StudySpec) -> FreezeArm:
         """``[model] strategy``, looked up now so that a misspelt strategy fails before any training."""
         arm = cls(spec.model.strategy)
+        arm._strategy()
+        return arm
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> FreezeArm:
+        """An ``[[arms]]`` variant's freeze arm, its strategy looked up now (before any training)."""
+        arm = cls(**options)
         arm._strategy()
         return arm
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from freezestats.arms import Arm, arm_for_spec
+from freezestats.arms import Arm, arms_for_spec, get_arm
 from freezestats.backbone import load_tokenizer, n_layers_of
 from freezestats.cells import Cell, grid_cells, group_cells, search_cells
 from freezestats.data import TaskData, load_task_data
@@ -49,14 +49,25 @@ class PreparedStudy:
     pool_sizes: dict[str, int]
     tasks: dict[str, PreparedTask]
     precision: str  # what ``training.precision`` resolves to on this machine (``auto`` depends on it)
-    arm: Arm  # what trains each cell (today always ``freeze``, with the spec's strategy)
+    arms: dict[str | None, Arm]  # what trains each cell, by the cell's arm (``None``: a single-arm study)
+
+    @property
+    def arm(self) -> Arm:
+        """The arm of a single-arm study (the first arm of a spec with ``[[arms]]``)."""
+        return next(iter(self.arms.values()))
+
+    def arm_of(self, cell: Cell) -> Arm:
+        """The arm that trains ``cell``."""
+        return self.arms[cell.arm]
 
     def cells(self) -> tuple[list[Cell], list[Cell]]:
         """(search cells, grid cells); grid cells that wait for a search are not listed."""
-        return search_cells(self.spec, self.pool_sizes), grid_cells(self.spec, self.pool_sizes)
+        return search_cells(self.spec, self.pool_sizes), grid_cells(self.spec, self.pool_sizes, n_layers=self.n_layers)
 
     def n_cells(self) -> int:
         """Trials the study will hold when done (search trials plus grid cells)."""
+        if self.spec.has_arms:
+            return len(grid_cells(self.spec, self.pool_sizes, n_layers=self.n_layers))
         g = self.spec.grid
         n_grid = len(self.spec.tasks) * len(g.train_sizes) * g.subset_draws * len(g.frozen_layers) * len(g.seeds)
         n_grid *= len(g.order_seeds) if g.order_seeds is not None else 1
@@ -68,26 +79,43 @@ def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> Prepar
     """Every check that can fail before training: arm and strategy, model, data, levels, sizes, device."""
     from freezestats.training import resolve_device, resolve_precision
 
-    arm = arm_for_spec(spec)
+    arms = arms_for_spec(spec)
     n_layers = n_layers_of(spec.model.name)
     precision = resolve_precision(spec.training.precision, resolve_device(spec.training.device))
     datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.all_tasks}
     pool_sizes = {name: len(data.train) for name, data in datasets.items()}
     check_against(spec, n_layers, pool_sizes)
-    _check_levels(arm, spec, n_layers)
+    _check_levels(arms, spec, n_layers)
     tasks = {name: _prepare_task(spec, data, pool_sizes[name]) for name, data in datasets.items()}
-    return PreparedStudy(spec=spec, n_layers=n_layers, pool_sizes=pool_sizes, tasks=tasks, precision=precision, arm=arm)
+    return PreparedStudy(
+        spec=spec, n_layers=n_layers, pool_sizes=pool_sizes, tasks=tasks, precision=precision, arms=arms
+    )
 
 
-def _check_levels(arm: Arm, spec: StudySpec, n_layers: int) -> None:
-    """Every level of the grid must be one the arm has for this model."""
-    valid = arm.valid_levels(n_layers)
-    for i, level in enumerate(spec.grid.frozen_layers):
-        if level not in valid:
-            raise SpecError(
-                f"`grid.{arm.level_axis}` must hold levels of arm '{arm.name}' for model '{spec.model.name}' "
-                f"(L={n_layers}: {list(valid)}), but got {level} (grid.{arm.level_axis}[{i}], {spec.source})."
-            )
+def _check_levels(arms: dict[str | None, Arm], spec: StudySpec, n_layers: int) -> None:
+    """Every level of every arm must be one the arm has for this model."""
+    for index, variant in enumerate(spec.arm_variants()):
+        arm = arms[variant.name if spec.has_arms else None]
+        valid = arm.valid_levels(n_layers)
+        where = f"arms[{_table_of(spec, index)}]" if spec.has_arms else "grid"
+        for i, level in enumerate(variant.levels):
+            if get_arm(arm.name).resolve_level(level, n_layers) not in valid:
+                shown = f"{valid[0]}..{valid[-1]}" if isinstance(valid, range) else str(list(valid))
+                raise SpecError(
+                    f"`{where}.{arm.level_axis}` must hold levels of arm '{arm.name}' for model '{spec.model.name}' "
+                    f"(L={n_layers}: {shown}), but got {level} ({where}.{arm.level_axis}[{i}], {spec.source})."
+                )
+
+
+def _table_of(spec: StudySpec, variant_index: int) -> int:
+    """The index of the ``[[arms]]`` table that the ``variant_index``-th variant comes from."""
+    counts = [len(arm.variants()) for arm in spec.arms]
+    total = 0
+    for table, count in enumerate(counts):
+        total += count
+        if variant_index < total:
+            return table
+    raise IndexError(variant_index)
 
 
 def _prepare_task(spec: StudySpec, data: TaskData, pool_size: int) -> PreparedTask:

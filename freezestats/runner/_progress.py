@@ -46,10 +46,9 @@ class Progress:
     def start_cell(self, cell: Cell) -> None:
         if self._bar is not None:
             role = "lr search " if cell.role is CellRole.SEARCH else ""
-            label = (
-                f"  {role}{cell.task} frozen={cell.frozen_layers} n={cell.train_size} "
-                f"draw={cell.subset_draw} seed={cell.seed} lr={cell.learning_rate:g}"
-            )
+            level = f"frozen={cell.level}" if cell.arm is None else f"{cell.arm}={cell.level}"
+            rate = "" if cell.learning_rate is None else f" lr={cell.learning_rate:g}"
+            label = f"  {role}{cell.task} {level} n={cell.train_size} draw={cell.subset_draw} seed={cell.seed}{rate}"
             if cell.order_seed is not None:
                 label += f" order_seed={cell.order_seed}"
             self._bar.reset(self._steps, total=1, description=label, visible=True)

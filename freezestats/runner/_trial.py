@@ -54,8 +54,8 @@ def run_cell(
     task = prepared.tasks[cell.task]
     train, validation = encoded_splits(prepared, cell)
     metric = spec.metric_for(cell.task)
-    outcome = prepared.arm.run(
-        level=cell.frozen_layers,
+    outcome = prepared.arm_of(cell).run(
+        level=cell.level,
         model_name=spec.model.name,
         task=task.data.task,
         metric=metric,
@@ -161,9 +161,10 @@ def _record(
 ) -> TrialRecord:
     """The trial's record from its run (the fields the trial itself holds are left to it)."""
     spec = prepared.spec
+    arm = prepared.arm_of(cell)
     return TrialRecord(
         model=spec.model.name,
-        strategy=spec.model.strategy,
+        strategy=arm.options().get("strategy"),  # the freeze arm's (`model.strategy` in a single-arm study)
         n_layers=prepared.n_layers,
         metric=metric,
         best_dev=outcome.summary.best_dev,
@@ -195,6 +196,8 @@ def _record(
         precision=outcome.precision,
         versions=library_versions(),
         predictions_artifact=artifact_id,
+        arm_kind=None if cell.arm is None else arm.name,
+        arm_options=arm.options() if cell.arm is not None else {},
     )
 
 

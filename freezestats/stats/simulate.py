@@ -303,6 +303,8 @@ def simulate_results(
         device="simulated",
         fail_reason=lambda f: np.where(f["failed"], "simulated collapse", None),
         trained_with=lambda f: f["task"],  # every simulated task is trained alone
+        arm="freeze",  # a single-arm study, as the export fills it in
+        arm_level=lambda f: f["frozen_layers"],
     )
     return table.reindex(columns=RESULT_COLUMNS)
 
