@@ -42,6 +42,13 @@ def test_groups_refuse_what_they_cannot_run_yet(override: dict, message: str) ->
         parse_spec({**simple_spec(**override), "groups": [GROUP]})
 
 
+def test_groups_and_arms_are_not_combined_yet() -> None:
+    raw = simple_spec()
+    del raw["grid"]["frozen_layers"]
+    with pytest.raises(SpecError, match=r"`groups` and \[\[arms\]\] cannot be combined yet"):
+        parse_spec({**raw, "arms": [{"kind": "freeze", "frozen_layers": [0, 1]}], "groups": [GROUP]})
+
+
 @pytest.mark.parametrize(("what", "groups", "message"), BAD_GROUPS, ids=[b[0] for b in BAD_GROUPS])
 def test_bad_group_is_refused_in_one_line(what: str, groups: object, message: str) -> None:
     with pytest.raises(SpecError) as err:
