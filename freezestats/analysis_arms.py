@@ -30,6 +30,8 @@ def freeze_rows(grid: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     if arms in ([], ["freeze"]):
         return grid, None
     kept = grid[grid["arm"] == "freeze"] if "freeze" in arms else grid.iloc[0:0]
+    # other arms leave frozen_layers empty, which made the column float; the freeze rows' depths are integers
+    kept = kept.assign(frozen_layers=kept["frozen_layers"].astype("int64"))
     others = [a for a in arms if a != "freeze"]
     return kept, (
         f"the table holds the arms {arms}: the freeze-depth analysis uses the freeze arm's {len(kept)} runs only, "

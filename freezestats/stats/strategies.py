@@ -156,10 +156,12 @@ def strategy_answer(noninferiority: pd.DataFrame, cost: pd.DataFrame | None = No
             )
             statement = f"non-inferior to full fine-tuning within {points} at n = {size}: {', '.join(names)}{cheapest}"
         else:
-            best = at.sort_values("lower", ascending=False).iloc[0]
+            best = at.sort_values(["p_adj", "lower"], ascending=[True, False]).iloc[0]
             statement = (
                 f"no strategy was shown non-inferior to full fine-tuning within {points} at n = {size} (the closest, "
-                f"{best.arm} {best.arm_level}, has lower bound {best.lower:+.4f} against {-margin:+.4f})"
+                f"{best.arm} {best.arm_level}: estimate {best.estimate:+.4f}, one-sided lower bound {best.lower:+.4f} "
+                f"before adjustment against {-margin:+.4f}, {best.adjust}-adjusted p = {best.p_adj:.3g} over the "
+                f"{len(at)} strategies of the size)"
             )
         rows.append({"train_size": int(size), "n_noninferior": len(names), "statement": statement})
     return pd.DataFrame(rows)
