@@ -133,3 +133,14 @@ def test_the_report_answers_which_strategy(tmp_path) -> None:
     assert section.count("full fine-tuning within 1 point at n =") == len(SIZES)
     assert "sst2-strategies" in section and "sst2-strategy-contrasts" in section
     assert (tmp_path / "r" / "figures" / "sst2-strategies.svg").stat().st_size > 1000
+
+
+def test_the_probe_curve_needs_two_layers_and_draws_one_panel_per_probe_variant() -> None:
+    from freezestats.report.strategies import probe_curve_figure
+
+    table = _study(6)
+    assert probe_curve_figure(table, "best_dev", "accuracy") is None  # the probe read one layer only
+    second = table[table["arm"] == "probe"].assign(arm_level=3, best_dev=lambda t: t["best_dev"] - 0.05)
+    other = second.assign(arm="probe-cls")
+    figure = probe_curve_figure(pd.concat([table, second, other]), "best_dev", "accuracy")
+    assert figure is not None and [ax.get_title() for ax in figure.axes] == ["probe", "probe-cls"]

@@ -46,14 +46,19 @@ class ReportInputs:
             return str(self.runs["study"].dropna().iloc[0])
         return "unnamed study"
 
-    def task_runs(self, task: str) -> pd.DataFrame | None:
-        """The grid runs of one task (search runs are not part of the grid's statistics)."""
+    def task_runs(self, task: str, all_arms: bool = False) -> pd.DataFrame | None:
+        """The grid runs of one task (search runs are not part of the grid's statistics) that the freeze sections
+        plot: trained alone, and of the freeze arm only unless ``all_arms`` (the strategy section's)."""
         if self.runs is None:
             return None
+        from freezestats.analysis_arms import freeze_rows
+
         runs = self.runs[self.runs["task"] == task]
         if "role" in runs.columns:
             runs = runs[runs["role"].fillna("grid") == "grid"]
-        return runs
+        if "trained_with" in runs.columns:
+            runs = runs[runs["trained_with"].isna() | (runs["trained_with"] == task)]
+        return runs if all_arms else freeze_rows(runs)[0]
 
 
 def gather_inputs(

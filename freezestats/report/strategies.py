@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from freezestats.report.inputs import ReportInputs
 
-__all__ = ["strategy_figure", "strategy_section"]
+__all__ = ["probe_curve_figure", "strategy_figure", "strategy_section"]
 
 _ONE_ARM = (
     "This study has one arm (freeze), so there is nothing to compare across strategies; a spec with several "
@@ -66,6 +66,37 @@ def strategy_figure(runs: pd.DataFrame, response: str, metric: str) -> Figure:
     return fig
 
 
+def probe_curve_figure(runs: pd.DataFrame, response: str, metric: str) -> Figure | None:
+    """The layer-wise probing curve: each probe variant's score against the layer it reads, one line per train
+    size, with full fine-tuning's mean as a dashed line of the same colour. None when no probe ran at two layers."""
+    probes = runs[runs["arm"].astype(str).str.startswith("probe")]
+    if probes.empty or probes["arm_level"].nunique() < 2:
+        return None
+    plt = F._plt()
+    variants = sorted(probes["arm"].unique())
+    sizes = sorted(int(s) for s in runs["train_size"].unique())
+    colors = F._size_colors(sizes)
+    full = runs[(runs["arm"] == "freeze") & (runs["arm_level"] == 0)].groupby("train_size")[response].mean()
+    fig, axes = plt.subplots(
+        1, len(variants), figsize=(F.WIDTH, 2.6), sharey=True, constrained_layout=True, squeeze=False
+    )
+    for ax, variant in zip(axes[0], variants, strict=True):
+        curve = probes[probes["arm"] == variant].groupby(["train_size", "arm_level"])[response].mean()
+        for size in sizes:
+            if size in curve.index.get_level_values(0):
+                line = curve.loc[size]
+                ax.plot(line.index, line.to_numpy(), marker="o", color=colors[size], label=f"n={size}")
+            if size in full.index:
+                ax.axhline(full[size], color=colors[size], linestyle="--", linewidth=0.8)
+        ax.set_title(variant)
+        ax.set_xlabel("layer (0: embeddings)")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel(f"{metric} ({response})")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    return fig
+
+
 def strategy_section(inputs: ReportInputs, w: Any) -> str:
     """Per task: the answer sentences, the cost figure and the contrasts table; or why there is none."""
     tables = inputs.analysis.tables
@@ -83,11 +114,15 @@ def strategy_section(inputs: ReportInputs, w: Any) -> str:
         lines = [f"### {task}", ""]
         if answer is not None:
             lines += [f"- {s}." for s in answer[answer["task"] == task]["statement"]]
-        runs = inputs.task_runs(task)
+        runs = inputs.task_runs(task, all_arms=True)
         if runs is not None and {"arm", "trainable_params", "wall_seconds"} <= set(runs.columns):
             metric = str(runs["metric"].dropna().iloc[0]) if "metric" in runs.columns else response
             caption = f"{task}: each strategy's mean {response} against its cost, per train size."
             lines += ["", w.figure(strategy_figure(runs, response, metric), f"{task}-strategies", caption)]
+            curve = probe_curve_figure(runs, response, metric)
+            if curve is not None:
+                text = f"{task}: layer-wise probe curve (dashed: full fine-tuning at the same size)."
+                lines += ["", w.figure(curve, f"{task}-probe-curve", text)]
         lines += ["", w.table(_shown(contrasts), f"{task}-strategy-contrasts", _caption(contrasts, task))]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
