@@ -82,6 +82,9 @@ def test_features_are_computed_once_and_shared_by_subsets(tiny_model: Path) -> N
     assert cached and np.array_equal(again, whole)
     cls, _ = features(str(tiny_model), split, tokenizer, "cls", 4, cpu)
     assert not np.allclose(cls, whole)
+    other = encode_split([SENTENCES[::-1]], np.zeros(len(SENTENCES), int), tokenizer, 32, "unit/train")
+    reordered, cached = features(str(tiny_model), other, tokenizer, "mean", 4, cpu)  # same name, other order
+    assert cached and np.array_equal(reordered, whole[::-1])  # recognised by their tokens, not positions
 
 
 def test_a_probe_study_reports_comparable_metrics_with_no_seed_variance(
