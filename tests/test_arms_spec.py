@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from _factories import simple_spec
 
@@ -133,6 +134,11 @@ def test_a_study_with_arms_runs_and_exports_arm_and_level(tmp_path: Path, tiny_m
     assert reinit["learning_rate"] == 1e-4 and reinit["trainable_params"] == reinit["total_params"]
     run_study(spec, storage, data_dir=glue_dir, show_progress=False)  # resumes: nothing runs twice
     assert len(results_table(load_study(open_storage(storage), spec.name))) == 2
+    from freezestats.results import export_results
+
+    exported = export_results(storage, tmp_path / "results.parquet")
+    back = pd.read_parquet(tmp_path / "results.parquet")
+    assert list(back["arm"]) == list(exported["arm"]) and back["arm_level"].tolist() == [1, 1]
 
 
 def test_a_cell_with_an_arm_is_not_a_single_arm_cell() -> None:
