@@ -62,9 +62,9 @@ def test_arm_cells_cross_every_arm_level_with_the_same_sizes_draws_and_seeds() -
     assert len({c.key for c in cells}) == len(cells) == 5 * 8
     cell = next(c for c in cells if c.arm == "reinit")
     assert cell.key == "sst2|arm=reinit|level=1|n=32|draw=0|seed=1"
+    assert cell.attrs() == {"cell_key": cell.key, "role": "grid", "arm": "reinit"}  # not a param: --extend adds arms
     assert cell.params() == {
         "task": "sst2",
-        "arm": "reinit",
         "arm_level": 1,
         "train_size": 32,
         "subset_draw": 0,
@@ -187,3 +187,31 @@ def test_levels_beyond_the_model_are_refused_naming_the_table() -> None:
     ):
         _check_levels(arms, spec, 6)
     _check_levels(arms, spec, 7)
+
+
+def test_extend_may_add_arm_tables_and_levels_but_not_change_an_arm(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path
+) -> None:
+    from freezestats.exceptions import StorageError
+    from freezestats.results import results_table
+    from freezestats.runner import run_study
+    from freezestats.trials import load_study, open_storage
+
+    def spec(arms: list[dict]) -> StudySpec:
+        return parse_spec(_arms_spec(arms, model=str(tiny_model), grid={"train_sizes": [32], "seeds": [1]}))
+
+    storage = f"sqlite:///{tmp_path / 'extend.db'}"
+    run_study(spec([{"kind": "freeze", "frozen_layers": [2]}]), storage, data_dir=glue_dir, show_progress=False)
+    first = {t.user_attrs["cell_key"]: t.number for t in load_study(open_storage(storage), None).get_trials()}
+    bigger = spec([{"kind": "freeze", "frozen_layers": [2, 1]}, {"kind": "reinit", "top_layers": [1]}])
+    run_study(bigger, storage, data_dir=glue_dir, show_progress=False, extend=True)
+    study = load_study(open_storage(storage), None)
+    after = {t.user_attrs["cell_key"]: t.number for t in study.get_trials()}
+    assert len(after) == 3 and all(after[key] == number for key, number in first.items())  # nothing re-run
+    assert sorted(results_table(study)["arm"]) == ["freeze", "freeze", "reinit"]
+    for changed, message in (
+        ([{"kind": "freeze", "frozen_layers": [2, 1], "learning_rate": 1e-4}], r"arms\[0\] \(freeze\) changes"),
+        ([{"kind": "freeze", "frozen_layers": [1]}, {"kind": "reinit", "top_layers": [1]}], r"arms\[0\] drops"),
+    ):
+        with pytest.raises(StorageError, match=message):
+            run_study(spec(changed), storage, data_dir=glue_dir, show_progress=False, extend=True)
