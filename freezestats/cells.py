@@ -83,17 +83,25 @@ class Cell:
         """The (task, train_size, subset_draw, frozen_layers) a learning rate is chosen for."""
         return (self.task, self.train_size, self.subset_draw, self.frozen_layers)
 
+    def attrs(self) -> dict[str, Any]:
+        """The user attributes a trial of this cell is enqueued with: its identity, role and (if any) arm."""
+        attrs: dict[str, Any] = {"cell_key": self.key, "role": self.role.value}
+        if self.arm is not None:
+            attrs["arm"] = self.arm
+        return attrs
+
     def params(self) -> dict[str, Any]:
         """Optuna trial parameters (what distinguishes trials in the dashboard); ``order_seed`` only when crossed.
 
-        A cell of a spec with ``[[arms]]`` has ``arm`` and ``arm_level`` instead of ``frozen_layers``, and no
-        ``learning_rate`` when its arm has none.
+        A cell of a spec with ``[[arms]]`` has ``arm_level`` instead of ``frozen_layers``, and no
+        ``learning_rate`` when its arm has none. Its ``arm`` is not a parameter but a user attribute
+        (:meth:`attrs`): Optuna fixes a categorical parameter's choices for good, and ``--extend`` may add arms.
         """
         params: dict[str, Any] = {"task": self.task}
         if self.arm is None:
             params["frozen_layers"] = self.frozen_layers
         else:
-            params.update(arm=self.arm, arm_level=self.frozen_layers)
+            params["arm_level"] = self.frozen_layers
         params.update(train_size=self.train_size, subset_draw=self.subset_draw, seed=self.seed)
         if self.learning_rate is not None:
             params["learning_rate"] = self.learning_rate

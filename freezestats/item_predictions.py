@@ -31,6 +31,7 @@ RUN_KEYS = ["trial", "task", "frozen_layers", "train_size", "subset_draw", "seed
 #: One row per (run, validation item): the keys of its run, the item, its label and half, and the prediction
 #: of each stored checkpoint (``best`` scores ``best_dev``, ``heldout`` ``heldout``, ``final`` ``final_dev``).
 ITEM_COLUMNS = [*RUN_KEYS, "idx", "label", "half", "prediction_best", "prediction_heldout", "prediction_final"]
+#: (``arm`` and ``arm_level`` follow them when the results table has them: a study with ``[[arms]]``.)
 
 
 def item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.DataFrame:
@@ -46,6 +47,7 @@ def item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.Data
     runs = results[results["predictions_artifact"].notna()]
     if "role" in runs.columns:
         runs = runs[runs["role"].astype(str).str.lower() == "grid"]
+    arm_keys = [key for key in ("arm", "arm_level") if key in runs.columns]  # which arm made each run, when known
     frames = []
     for run in runs.itertuples(index=False):
         path = folder / str(run.predictions_artifact)
@@ -57,12 +59,12 @@ def item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.Data
         frame = pd.read_parquet(
             path, columns=["idx", "label", "half", "prediction_best", "prediction_heldout", "prediction"]
         ).rename(columns={"prediction": "prediction_final"})
-        for key in RUN_KEYS:
+        for key in [*RUN_KEYS, *arm_keys]:
             frame[key] = getattr(run, key)
         frames.append(frame)
     if not frames:
         raise StorageError("No run of the results table has stored per-example predictions.")
-    return pd.concat(frames, ignore_index=True)[ITEM_COLUMNS]
+    return pd.concat(frames, ignore_index=True)[[*ITEM_COLUMNS, *arm_keys]]
 
 
 def study_item_predictions(

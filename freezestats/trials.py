@@ -191,7 +191,7 @@ def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec, 
         if problems:
             raise StorageError(
                 "--extend may only add grid values (tasks, frozen_layers, train_sizes, seeds, order_seeds, "
-                f"subset_draws) to "
+                f"subset_draws, arm tables and levels) to "
                 f"study '{spec.name}', but: {'; '.join(problems)}."
             )
         history = [*study.user_attrs.get("spec_history", []), {"spec": stored, "spec_hash": stored_hash}]
@@ -220,14 +220,41 @@ def _not_an_extension(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[st
             problems.append(f"{key} drops {removed}")
     if new["grid"]["subset_draws"] < old["grid"]["subset_draws"]:
         problems.append(f"grid.subset_draws shrinks from {old['grid']['subset_draws']}")
+    problems.extend(_arms_not_extended(old.get("arms", []), new.get("arms", [])))
     for key in sorted(set(old) | set(new)):
-        if key in ("tasks", "grid", "description", "execution"):
+        if key in ("tasks", "grid", "description", "execution", "arms"):
             continue
         if key == "primary_metric":
             changed = [t for t in old.get(key, {}) if old[key].get(t) != new.get(key, {}).get(t)]
             problems.extend(f"primary_metric.{t} changes" for t in changed)
         elif old.get(key) != new.get(key):
             problems.extend(_diff({key: old.get(key)}, {key: new.get(key)}))
+    return problems
+
+
+def _arms_not_extended(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]]) -> list[str]:
+    """What in ``new``'s ``[[arms]]`` is more than adding arm tables or levels to ``old``'s.
+
+    A table is the same arm when everything but its levels is equal (kind, name, rate, options); its levels
+    may grow. Adding or removing ``[[arms]]`` altogether changes every cell's identity and is refused.
+    """
+    if bool(old) != bool(new):
+        return [f"[[arms]] is {'added' if new else 'removed'} (every cell's identity changes)"]
+    from freezestats.arms import get_arm
+
+    def split(table: Mapping[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+        axis = get_arm(table["kind"]).level_axis
+        return {k: v for k, v in table.items() if k != axis}, list(table[axis])
+
+    problems = []
+    candidates = [split(table) for table in new]
+    for i, table in enumerate(old):
+        rest, levels = split(table)
+        match = next((found for found in candidates if found[0] == rest), None)
+        if match is None:
+            problems.append(f"arms[{i}] ({rest.get('name') or rest['kind']}) changes or is removed")
+        elif [level for level in levels if level not in match[1]]:
+            problems.append(f"arms[{i}] drops levels {[level for level in levels if level not in match[1]]}")
     return problems
 
 
@@ -251,15 +278,14 @@ def cell_distributions(spec: StudySpec, crossed: bool = False) -> dict[str, optu
     """Distributions of the cell params: wide numeric ranges, so that extending a grid never conflicts.
 
     ``crossed``: a grid cell of a study with ``grid.order_seeds``, which has the ``order_seed`` param too.
-    A spec with ``[[arms]]`` has ``arm`` and ``arm_level`` in place of ``frozen_layers`` (and the arms without
-    a learning rate leave ``learning_rate`` out: :func:`suggest_cell`).
+    A spec with ``[[arms]]`` has ``arm_level`` in place of ``frozen_layers`` (the arm itself is a user attribute,
+    :meth:`Cell.attrs`), and the arms without a learning rate leave ``learning_rate`` out (:func:`suggest_cell`).
     """
     distributions: dict[str, optuna.distributions.BaseDistribution] = {
         "task": CategoricalDistribution(spec.tasks + tuple(group.name for group in spec.groups)),
     }
     if spec.has_arms:
-        names = tuple(variant.name for variant in spec.arm_variants())
-        distributions.update(arm=CategoricalDistribution(names), arm_level=IntDistribution(-1, 4096))
+        distributions["arm_level"] = IntDistribution(-1, 4096)
     else:
         distributions["frozen_layers"] = IntDistribution(-1, 4096)
     distributions |= {
@@ -279,9 +305,10 @@ def suggest_cell(trial: optuna.Trial, spec: StudySpec) -> Cell:
     Grid cells of a crossed study (``grid.order_seeds``) carry an ``order_seed``; search cells never do.
     """
     role = CellRole(trial.user_attrs.get("role", CellRole.GRID.value))
+    arm = trial.user_attrs.get("arm")
     values: dict[str, Any] = {}
     for name, dist in cell_distributions(spec, crossed=spec.grid.crossed and role is CellRole.GRID).items():
-        if name == "learning_rate" and "arm" in values and spec.variant(values["arm"]).learning_rate is None:
+        if name == "learning_rate" and arm is not None and spec.variant(arm).learning_rate is None:
             values[name] = None  # an arm without a rate (a probe)
         elif isinstance(dist, CategoricalDistribution):
             values[name] = trial.suggest_categorical(name, dist.choices)
@@ -291,7 +318,7 @@ def suggest_cell(trial: optuna.Trial, spec: StudySpec) -> Cell:
             values[name] = trial.suggest_float(name, dist.low, dist.high, log=True)
     if "arm_level" in values:
         values["frozen_layers"] = values.pop("arm_level")
-    return Cell(**values, role=role)
+    return Cell(**values, role=role, arm=arm)
 
 
 def _cell_params(trial: FrozenTrial) -> dict[str, Any]:
@@ -306,14 +333,14 @@ def cell_from_trial(trial: FrozenTrial) -> Cell:
     p = _cell_params(trial)
     return Cell(
         task=p["task"],
-        frozen_layers=int(p["frozen_layers"] if "arm" not in p else p["arm_level"]),
+        frozen_layers=int(p["frozen_layers"] if "arm_level" not in p else p["arm_level"]),
         train_size=int(p["train_size"]),
         subset_draw=int(p["subset_draw"]),
         seed=int(p["seed"]),
         learning_rate=None if p.get("learning_rate") is None else float(p["learning_rate"]),
         role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)),
         order_seed=None if p.get("order_seed") is None else int(p["order_seed"]),
-        arm=p.get("arm"),
+        arm=trial.user_attrs.get("arm"),
     )
 
 
@@ -350,7 +377,7 @@ def enqueue_cells(study: optuna.Study, cells: Iterable[Cell], max_retries: int =
             continue
         if sum(counts_as_retry(t) for t in trials) > max_retries:
             continue
-        study.enqueue_trial(cell.params(), user_attrs={"cell_key": cell.key, "role": cell.role.value})
+        study.enqueue_trial(cell.params(), user_attrs=cell.attrs())
         added.append(cell)
     return added
 
@@ -375,7 +402,10 @@ def requeue(study: optuna.Study, trial: FrozenTrial | optuna.Trial, max_retries:
     if failures > max_retries:
         return False
     role = trial.user_attrs.get("role", "grid")
-    study.enqueue_trial(_cell_params(stored), user_attrs={"cell_key": key, "role": role})
+    attrs = {"cell_key": key, "role": role}
+    if "arm" in trial.user_attrs:
+        attrs["arm"] = trial.user_attrs["arm"]
+    study.enqueue_trial(_cell_params(stored), user_attrs=attrs)
     return True
 
 

@@ -82,6 +82,9 @@ def test_features_are_computed_once_and_shared_by_subsets(tiny_model: Path) -> N
     assert cached and np.array_equal(again, whole)
     cls, _ = features(str(tiny_model), split, tokenizer, "cls", 4, cpu)
     assert not np.allclose(cls, whole)
+    other = encode_split([SENTENCES[::-1]], np.zeros(len(SENTENCES), int), tokenizer, 32, "unit/train")
+    reordered, cached = features(str(tiny_model), other, tokenizer, "mean", 4, cpu)  # same name, other order
+    assert cached and np.array_equal(reordered, whole[::-1])  # recognised by their tokens, not positions
 
 
 def test_a_probe_study_reports_comparable_metrics_with_no_seed_variance(
@@ -114,3 +117,12 @@ def test_a_probe_study_reports_comparable_metrics_with_no_seed_variance(
     assert table["trainable_params"].eq(32 + 1).all()  # a binary probe on 32 features
     assert all(t.user_attrs["curve"][0]["C"] > 0 for t in study.trials)  # the C cross-validation chose
     assert table["predictions_artifact"].notna().all()
+    from freezestats.item_predictions import study_item_predictions
+
+    items = study_item_predictions(storage)  # the per-item table the item-level statistics read
+    assert len(items) == len(table) * 872 and {"arm", "arm_level"} <= set(items.columns)
+    one = items[items["trial"] == table["trial"].iloc[0]]
+    assert (one["prediction_best"] == one["prediction_final"]).all()  # one model: one set of predictions
+    correct = int((one["prediction_final"] == one["label"]).sum())
+    assert correct == table.set_index("trial").loc[table["trial"].iloc[0], "n_correct"]
+    assert get_arm("probe") is ProbeArm

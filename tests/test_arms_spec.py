@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from _factories import simple_spec
 
@@ -61,9 +62,9 @@ def test_arm_cells_cross_every_arm_level_with_the_same_sizes_draws_and_seeds() -
     assert len({c.key for c in cells}) == len(cells) == 5 * 8
     cell = next(c for c in cells if c.arm == "reinit")
     assert cell.key == "sst2|arm=reinit|level=1|n=32|draw=0|seed=1"
+    assert cell.attrs() == {"cell_key": cell.key, "role": "grid", "arm": "reinit"}  # not a param: --extend adds arms
     assert cell.params() == {
         "task": "sst2",
-        "arm": "reinit",
         "arm_level": 1,
         "train_size": 32,
         "subset_draw": 0,
@@ -133,6 +134,11 @@ def test_a_study_with_arms_runs_and_exports_arm_and_level(tmp_path: Path, tiny_m
     assert reinit["learning_rate"] == 1e-4 and reinit["trainable_params"] == reinit["total_params"]
     run_study(spec, storage, data_dir=glue_dir, show_progress=False)  # resumes: nothing runs twice
     assert len(results_table(load_study(open_storage(storage), spec.name))) == 2
+    from freezestats.results import export_results
+
+    exported = export_results(storage, tmp_path / "results.parquet")
+    back = pd.read_parquet(tmp_path / "results.parquet")
+    assert list(back["arm"]) == list(exported["arm"]) and back["arm_level"].tolist() == [1, 1]
 
 
 def test_a_cell_with_an_arm_is_not_a_single_arm_cell() -> None:
@@ -185,3 +191,31 @@ def test_levels_beyond_the_model_are_refused_naming_the_table() -> None:
     ):
         _check_levels(arms, spec, 6)
     _check_levels(arms, spec, 7)
+
+
+def test_extend_may_add_arm_tables_and_levels_but_not_change_an_arm(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path
+) -> None:
+    from freezestats.exceptions import StorageError
+    from freezestats.results import results_table
+    from freezestats.runner import run_study
+    from freezestats.trials import load_study, open_storage
+
+    def spec(arms: list[dict]) -> StudySpec:
+        return parse_spec(_arms_spec(arms, model=str(tiny_model), grid={"train_sizes": [32], "seeds": [1]}))
+
+    storage = f"sqlite:///{tmp_path / 'extend.db'}"
+    run_study(spec([{"kind": "freeze", "frozen_layers": [2]}]), storage, data_dir=glue_dir, show_progress=False)
+    first = {t.user_attrs["cell_key"]: t.number for t in load_study(open_storage(storage), None).get_trials()}
+    bigger = spec([{"kind": "freeze", "frozen_layers": [2, 1]}, {"kind": "reinit", "top_layers": [1]}])
+    run_study(bigger, storage, data_dir=glue_dir, show_progress=False, extend=True)
+    study = load_study(open_storage(storage), None)
+    after = {t.user_attrs["cell_key"]: t.number for t in study.get_trials()}
+    assert len(after) == 3 and all(after[key] == number for key, number in first.items())  # nothing re-run
+    assert sorted(results_table(study)["arm"]) == ["freeze", "freeze", "reinit"]
+    for changed, message in (
+        ([{"kind": "freeze", "frozen_layers": [2, 1], "learning_rate": 1e-4}], r"arms\[0\] \(freeze\) changes"),
+        ([{"kind": "freeze", "frozen_layers": [1]}, {"kind": "reinit", "top_layers": [1]}], r"arms\[0\] drops"),
+    ):
+        with pytest.raises(StorageError, match=message):
+            run_study(spec(changed), storage, data_dir=glue_dir, show_progress=False, extend=True)

@@ -47,7 +47,7 @@ def test_the_runner_stores_the_run_fields_and_leaves_the_trials_own_to_it() -> N
     cell = Cell(task="sst2", frozen_layers=0, train_size=32, subset_draw=0, seed=1, learning_rate=5e-5)
     # What results.results_table reads from the trial itself, and what the storage layer writes on it.
     armed = Cell(task="sst2", frozen_layers=0, train_size=32, subset_draw=0, seed=1, learning_rate=5e-5, arm="freeze")
-    cell_params = {*cell.params(), *armed.params()}  # a cell of a spec with [[arms]] has arm and arm_level
+    cell_params = {*cell.params(), *armed.params(), "arm"}  # a cell of a spec with [[arms]]: arm (attr), arm_level
     assert trial_fields == {"study", "trial", "state", "role", *cell_params, "fail_reason", "reused_from_trial"}
     assert all(getattr(record, name) is None for name in trial_fields)
     with pytest.raises(TypeError):

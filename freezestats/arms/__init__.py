@@ -1,10 +1,12 @@
 """Arms: the ways of adapting a pretrained encoder that a study compares, one module per arm.
 
-``freeze`` (:class:`FreezeArm`) is the first and, until the spec can name others, the arm of every study.
-To add an arm:
+``freeze`` (:class:`FreezeArm`) is the arm of a single-arm study; a spec's ``[[arms]]`` tables add
+``reinit`` (:class:`ReinitArm`), ``lora`` (:class:`LoraArm`) and ``probe`` (:class:`ProbeArm`), or any
+registered arm. To add an arm:
 
-1. subclass :class:`Arm` in a module of its own: ``from_spec`` (its options), ``valid_levels``,
-   ``prepare_model`` (and ``run`` only if the shared training loop does not fit);
+1. subclass :class:`Arm` in a module of its own: ``level_axis`` (the ``[[arms]]`` key of its levels),
+   ``option_defaults`` and ``check_option``/``check_level`` (what its table may hold), ``from_spec``,
+   ``valid_levels``, ``prepare_model`` (and ``run`` only if the shared training loop does not fit);
 2. decorate it with ``@register_arm("name")``;
 3. make it reach every process: import it from ``freezestats/arms/__init__.py`` (an arm of this package),
    or list its module in the spec's ``plugins``, or declare a ``freezestats.arms`` entry point.
@@ -55,10 +57,10 @@ def arms_for_spec(spec: StudySpec) -> dict[str | None, Arm]:
 
 
 def arm_for_spec(spec: StudySpec) -> Arm:
-    """The arm a study trains, with its options: its ``plugins`` imported first, then ``freeze`` built.
+    """The arm of a single-arm study, with its options: its ``plugins`` imported first, then ``freeze`` built.
 
-    Every study has the ``freeze`` arm until the spec can name arms; its ``[model] strategy`` may come
-    from a plugin, which is why the plugins are imported before the arm is built.
+    Its ``[model] strategy`` may come from a plugin, which is why the plugins are imported before the arm is
+    built. A spec with ``[[arms]]`` has several: :func:`arms_for_spec`.
     """
     load_plugins(spec.plugins)
     return get_arm(FreezeArm.name).from_spec(spec)

@@ -8,8 +8,9 @@ stratified cross-validation *on the training subset only* (folds = min(5, smalle
 validation set never chooses anything). Regression tasks get a ridge regression, its ``alpha`` chosen
 the same way.
 
-Features are computed once per (model, split, pooling) and process, for every layer at once, and reused
-across layers, sizes, draws and seeds (:func:`features`): a probe cell then costs the fit alone. Given
+Features are computed once per (model, pooling, example) and process, for every layer at once, and reused
+across layers, sizes, draws and seeds (:func:`features`): a probe cell then costs the fit alone. They are
+kept in memory only, like the frozen-prefix cache. Given
 the features and the subset the fit is deterministic, so a probe has no seed variance.
 
 So that the probe is comparable with the fine-tuned arms it reports the same numbers: its one model is
@@ -102,16 +103,24 @@ def features(
     model_name: str, split: EncodedSplit, tokenizer: Any, pooling: str, batch_size: int, device: Any
 ) -> tuple[np.ndarray, bool]:
     """Pooled features of every example of ``split`` at every layer, ``(n, L + 1, hidden)``, and whether all
-    of them came from the cache (computed once per model, split, pooling and device in this process)."""
-    key = (model_name, split.name or f"split@{id(split)}", pooling, str(device))
-    known = _FEATURES.setdefault(key, {})
-    ids = [int(i) for i in split.example_ids()]
-    missing = [position for position, example in enumerate(ids) if example not in known]
+    of them came from the cache (computed once per model, pooling and device in this process).
+
+    Examples are recognised by their tokens, not by their position in a split: positions mean different
+    examples in two studies run by one process, tokens always mean the same features.
+    """
+    known = _FEATURES.setdefault((model_name, pooling, str(device)), {})
+    keys = [_token_key(example) for example in split.features]
+    missing = [position for position, key in enumerate(keys) if key not in known]
     if missing:
         computed = _encode(model_name, split.subset(missing), tokenizer, pooling, batch_size, device)
         for position, row in zip(missing, computed, strict=True):
-            known[ids[position]] = row
-    return np.stack([known[example] for example in ids]), not missing
+            known[keys[position]] = row
+    return np.stack([known[key] for key in keys]), not missing
+
+
+def _token_key(example: Mapping[str, list[int]]) -> tuple[tuple[int, ...], ...]:
+    """What determines an example's features: its token ids (and segment ids, for sentence pairs)."""
+    return tuple(example["input_ids"]), tuple(example.get("token_type_ids", ()))
 
 
 def clear_feature_cache() -> None:
