@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _factories import simple_spec
 
-from freezestats.arms import ProbeArm
+from freezestats.arms import ProbeArm, get_arm
 from freezestats.arms._probe import clear_feature_cache, features
 from freezestats.arms._probe_fit import _fit, _predict
 from freezestats.exceptions import SpecError
