@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from freezestats.exceptions import SpecError
 
 if TYPE_CHECKING:
-    from freezestats.spec import _Parser
+    from freezestats._spec_parser import _Parser
 
 __all__ = ["ArmSpec", "ArmVariant", "parse_arms"]
 

@@ -9,19 +9,19 @@ run by ``freezestats validate`` and by ``freezestats run`` before the first tria
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
-import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from freezestats._spec_arms import ArmSpec, ArmVariant, parse_arms
+from freezestats._spec_groups import GroupSpec, parse_groups
+from freezestats._spec_parser import _Parser
 from freezestats.exceptions import SpecError
-from freezestats.tasks import available_tasks, get_task
+from freezestats.tasks import get_task
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,7 +52,6 @@ SELECT_METRICS = ("select", "heldout", "best_dev", "final_dev")
 #: Default search seeds: 1001..1000+len(grid.seeds), disjoint from any ordinary grid seeds.
 SEARCH_SEED_BASE = 1001
 FULL = "full"
-SAMPLINGS = ("proportional", "uniform", "temperature")
 
 
 @dataclass(frozen=True)
@@ -133,28 +132,6 @@ class LRSearchSpec:
         if self.mode != "none" and not (self.reuse and self.seeds == grid_seeds):
             data.update(seeds=list(self.seeds), reuse=self.reuse)
         return data
-
-
-@dataclass(frozen=True)
-class GroupSpec:
-    """A task group: one shared encoder trained on several tasks at once, one head per task (MT-DNN style).
-
-    ``sampling`` picks which task each step trains on (see :mod:`freezestats.multitask.sampler`):
-    ``proportional`` visits every batch of every task once per epoch, ``uniform`` draws tasks with equal
-    probability, ``temperature`` with probability proportional to ``n_t ** (1 / temperature)``.
-    ``freeze_for`` names the tasks whose batches leave the frozen layers untouched (``"all"``: every
-    task's, the frozen layers never change); the other tasks' batches update them.
-    """
-
-    name: str
-    tasks: tuple[str, ...]
-    sampling: str = "proportional"
-    temperature: float = 2.0
-    freeze_for: str | tuple[str, ...] = "all"
-
-    def frozen_for(self, task: str) -> bool:
-        """Whether ``task``'s batches leave the frozen layers untouched."""
-        return self.freeze_for == "all" or task in self.freeze_for
 
 
 @dataclass(frozen=True)
@@ -322,7 +299,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     p.unique(tasks, "tasks")
 
     plugins = _parse_plugins(p, raw.get("plugins", []))
-    groups = _parse_groups(p, raw.get("groups", []))
+    groups = parse_groups(p, raw.get("groups", []))
 
     model_raw = p.table(raw, "model")
     p.keys(model_raw, "model.", {"name", "strategy"})
@@ -476,55 +453,6 @@ def _parse_plugins(p: _Parser, value: Any) -> tuple[str, ...]:
     return modules
 
 
-def _parse_groups(p: _Parser, value: Any) -> tuple[GroupSpec, ...]:
-    """``[[groups]]``: each a name, its tasks (known, at least one), the sampling and ``freeze_for``."""
-    if not isinstance(value, list):
-        raise p.fail(f"`groups` must be an array of tables ([[groups]]), but got groups={value!r}")
-    groups = []
-    for i, raw in enumerate(value):
-        where = f"groups[{i}]"
-        if not isinstance(raw, Mapping):
-            raise p.fail(f"`{where}` must be a table ([[groups]]), but got {raw!r}")
-        p.keys(raw, f"{where}.", {"name", "tasks", "sampling", "temperature", "freeze_for"})
-        name = p.string(p.required(raw, "name", f"{where}."), f"{where}.name")
-        if not name.strip() or any(ch in name for ch in "/\\"):
-            raise p.fail(f"`{where}.name` must be a non-empty name without slashes, but got name={name!r}")
-        if name in available_tasks():
-            raise p.fail(f"`{where}.name` must not be a task's name (results say 'trained_with'), but got {name!r}")
-        tasks = raw.get("tasks")
-        if not isinstance(tasks, list) or not tasks:
-            raise p.fail(f"`{where}.tasks` must be a non-empty list of task names, but got tasks={tasks!r}")
-        for j, task in enumerate(tasks):
-            try:
-                get_task(p.string(task, f"{where}.tasks[{j}]"))
-            except SpecError as err:
-                raise p.fail(f"{err} ({where}.tasks[{j}])") from None
-        p.unique(tasks, f"{where}.tasks")
-        sampling = p.choice(raw.get("sampling", GroupSpec.sampling), f"{where}.sampling", SAMPLINGS)
-        if "temperature" in raw and sampling != "temperature":
-            raise p.fail(f"`{where}.temperature` is set but `{where}.sampling` is {sampling!r}, not 'temperature'")
-        temperature = p.number(raw.get("temperature", GroupSpec.temperature), f"{where}.temperature", positive=True)
-        groups.append(
-            GroupSpec(name, tuple(tasks), sampling, temperature, _parse_freeze_for(p, raw, where, tuple(tasks)))
-        )
-    p.unique([group.name for group in groups], "groups[].name")
-    return tuple(groups)
-
-
-def _parse_freeze_for(p: _Parser, raw: Mapping[str, Any], where: str, tasks: tuple[str, ...]) -> str | tuple[str, ...]:
-    """``"all"`` or a non-empty list of the group's own tasks."""
-    value = raw.get("freeze_for", "all")
-    if value == "all":
-        return "all"
-    if not isinstance(value, list) or not value:
-        raise p.fail(f"`{where}.freeze_for` must be 'all' or a non-empty list of the group's tasks, but got {value!r}")
-    for j, task in enumerate(value):
-        if task not in tasks:
-            raise p.fail(f"`{where}.freeze_for[{j}]` must be one of the group's tasks {list(tasks)}, but got {task!r}")
-    p.unique(value, f"{where}.freeze_for")
-    return tuple(value)
-
-
 def _no_search_metric(metric: str) -> str:
     """Without a search the selection metric is unused; it is kept as the old default ("heldout", from
     before "select" existed), so that every study made without a search keeps its spec hash."""
@@ -611,85 +539,3 @@ def check_against(spec: StudySpec, n_layers: int, pool_sizes: Mapping[str, int])
                     f"`grid.train_sizes` must be <= the train pool of '{task}' ({pool} examples), but got "
                     f"train_size={size} (grid.train_sizes[{i}], {spec.source})."
                 )
-
-
-class _Parser:
-    """Type and range checks that all phrase their errors the same way."""
-
-    def __init__(self, source: str, stored: bool = False) -> None:
-        self.source = source
-        self.stored = stored
-
-    def fail(self, message: str) -> SpecError:
-        return SpecError(f"{message} ({self.source}).")
-
-    def keys(self, table: Mapping[str, Any], prefix: str, allowed: set[str]) -> None:
-        for key in table:
-            if key not in allowed:
-                close = difflib.get_close_matches(key, allowed, n=1)
-                hint = f" Did you mean '{prefix}{close[0]}'?" if close else ""
-                raise self.fail(f"Unknown key '{prefix}{key}'.{hint} Allowed keys: {', '.join(sorted(allowed))}")
-
-    def required(self, table: Mapping[str, Any], key: str, prefix: str) -> Any:
-        if key not in table:
-            raise self.fail(f"`{prefix}{key}` is required")
-        return table[key]
-
-    def table(self, raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-        value = raw.get(key, {})
-        if not isinstance(value, Mapping):
-            raise self.fail(f"`{key}` must be a table ([{key}]), but got {value!r}")
-        return value
-
-    def nonempty_list(self, table: Mapping[str, Any], key: str, prefix: str) -> Sequence[Any]:
-        value = self.required(table, key, prefix)
-        if not isinstance(value, list) or not value:
-            raise self.fail(f"`{prefix}{key}` must be a non-empty list, but got {key}={value!r}")
-        return value
-
-    def unique(self, values: Sequence[Any], key: str) -> None:
-        seen = [v for i, v in enumerate(values) if v in values[:i]]
-        if seen:
-            raise self.fail(f"`{key}` must not repeat values, but {seen[0]!r} appears twice")
-
-    def string(self, value: Any, key: str) -> str:
-        if not isinstance(value, str):
-            raise self.fail(f"`{key}` must be a string, but got {key.split('.')[-1]}={value!r}")
-        return value
-
-    def integer(self, value: Any, key: str, low: int | None = None, allow: tuple[str, ...] = ()) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            extra = f" or one of {list(allow)}" if allow else ""
-            raise self.fail(f"`{key}` must be an integer{extra}, but got {_leaf(key)}={value!r}")
-        if low is not None and value < low:
-            raise self.fail(f"`{key}` must be >= {low}, but got {_leaf(key)}={value}")
-        return value
-
-    def number(self, value: Any, key: str, positive: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.fail(f"`{key}` must be a finite number, but got {_leaf(key)}={value!r}")
-        if positive and value <= 0:
-            raise self.fail(f"`{key}` must be > 0, but got {_leaf(key)}={value}")
-        if not positive and value < 0:
-            raise self.fail(f"`{key}` must be >= 0, but got {_leaf(key)}={value}")
-        return float(value)
-
-    def choice(self, value: Any, key: str, allowed: Sequence[str]) -> str:
-        if value not in allowed:
-            raise self.fail(f"`{key}` must be one of {list(allowed)}, but got {_leaf(key)}={value!r}")
-        return value
-
-
-_SINGULAR = {
-    "train_sizes": "train_size",
-    "seeds": "seed",
-    "order_seeds": "order_seed",
-    "rates": "rate",
-    "tasks": "task",
-}
-
-
-def _leaf(key: str) -> str:
-    """The name a value is shown under: ``grid.train_sizes[2]`` -> ``train_size``."""
-    leaf = key.split(".")[-1]
-    return _SINGULAR.get(leaf.split("[")[0], leaf.split("[")[0]) if "[" in leaf else leaf
