@@ -9,10 +9,8 @@ parquet + CSV and ``analysis.json``; nothing is rounded here.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +18,14 @@ import pandas as pd
 
 from freezestats import __version__
 from freezestats.analysis_arms import add_strategy_tables, freeze_rows
+from freezestats.analysis_io import RESULTS_FILE, STUDY_FILE, Analysis, read_analysis, summary_lines, write_analysis
 from freezestats.exceptions import ModelFitError
 
 __all__ = [
     "MODELS",
     "RESPONSES",
+    "RESULTS_FILE",
+    "STUDY_FILE",
     "Analysis",
     "analyze",
     "load_results",
@@ -37,8 +38,6 @@ __all__ = [
 
 MODELS = ("mixed", "glmm", "ols")
 VARIANCES = ("per_size", "per_cell", "pooled")  # the mixed model's residual variance (stats.fit_mixed)
-RESULTS_FILE = "results.parquet"
-STUDY_FILE = "study.json"
 RESPONSES = ("best_dev", "final_dev", "heldout")
 RESPONSE_NOTES = {
     "best_dev": "best validation score during training: the blog's number; the same data selects and scores the "
@@ -46,22 +45,6 @@ RESPONSE_NOTES = {
     "final_dev": "score after the last step: no checkpoint selection, no selection bias",
     "heldout": "checkpoint selected on one fixed half of the validation set and scored on the other: unbiased",
 }
-
-
-@dataclass
-class Analysis:
-    """Named tables (all tasks stacked, with a ``task`` column), warnings, and the settings used."""
-
-    settings: dict[str, Any]
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-
-    def add(self, name: str, task: str, table: pd.DataFrame, **labels: str) -> None:
-        table = table.copy()
-        for column, value in {"task": task, **labels}.items():
-            if column not in table.columns:
-                table.insert(0, column, value)
-        self.tables[name] = pd.concat([self.tables[name], table], ignore_index=True) if name in self.tables else table
 
 
 def load_results(
@@ -538,129 +521,3 @@ def _diagnostics_table(fit: Any, model: str) -> pd.DataFrame:
     if model == "glmm":
         row["approximation"] = fit.approximation
     return pd.DataFrame([row])
-
-
-def write_analysis(
-    analysis: Analysis,
-    out_dir: str | Path,
-    *,
-    results: pd.DataFrame | None = None,
-    study: dict[str, Any] | None = None,
-) -> Path:
-    """Every table as ``<name>.parquet`` and ``<name>.csv``, plus ``analysis.json``; returns the JSON path.
-
-    ``results`` (the analysed runs, as ``results.parquet``) and ``study`` (:func:`load_study_record`, as
-    ``study.json``) are kept beside the tables when given, so that ``freezestats report --analysis DIR`` can
-    draw one dot per run and describe the protocol without the study database.
-    """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, table in analysis.tables.items():
-        table.to_parquet(out / f"{name}.parquet", index=False)
-        table.to_csv(out / f"{name}.csv", index=False)
-    if results is not None:
-        results.to_parquet(out / RESULTS_FILE, index=False)
-    if study is not None:
-        (out / STUDY_FILE).write_text(json.dumps(study, indent=1, default=str))
-    document = {
-        "settings": analysis.settings,
-        "warnings": analysis.warnings,
-        "tables": {name: json.loads(t.to_json(orient="records")) for name, t in analysis.tables.items()},
-    }
-    path = out / "analysis.json"
-    path.write_text(json.dumps(document, indent=1, default=str))
-    return path
-
-
-def read_analysis(in_dir: str | Path) -> Analysis:
-    """The :class:`Analysis` that :func:`write_analysis` stored in ``in_dir`` (tables from the parquet files).
-
-    Raises ModelFitError naming the folder when it is missing, has no ``analysis.json``, or holds no table,
-    because a report of an empty analysis would be a page of "not computed".
-    """
-    folder = Path(in_dir)
-    if not folder.is_dir():
-        raise ModelFitError(f"No analysis folder at {str(folder)!r}; write one with `freezestats analyze -o DIR`.")
-    path = folder / "analysis.json"
-    if not path.is_file():
-        raise ModelFitError(
-            f"{folder} holds no analysis.json, so it is not an analysis folder; write one with "
-            f"`freezestats analyze -o {folder}`, or give --storage / --results."
-        )
-    try:
-        document = json.loads(path.read_text())
-        settings, warnings, names = document["settings"], list(document["warnings"]), list(document["tables"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise ModelFitError(f"{path} is not an analysis.json written by freezestats analyze: {err}") from err
-    tables = {}
-    for name in names:
-        table_path = folder / f"{name}.parquet"
-        if not table_path.is_file():
-            raise ModelFitError(f"{path} lists table {name!r}, but {table_path.name} is missing from {folder}.")
-        tables[name] = pd.read_parquet(table_path)
-    if not tables:
-        raise ModelFitError(f"The analysis in {folder} has no tables; run freezestats analyze again.")
-    return Analysis(settings=settings, tables=tables, warnings=warnings)
-
-
-def _test_text(row: Any) -> str:
-    """An F test as F(num, den) = f, p; a likelihood-ratio test (no F) as LR = x, df, p."""
-    if pd.notna(getattr(row, "f_stat", float("nan"))):
-        return f"F({int(row.num_df)}, {row.den_df:.1f}) = {row.f_stat:.2f}, p={row.p_val:.3g} (Satterthwaite df)"
-    return f"LR={row.lr_stat:.2f}, df={int(row.df)}, p={row.p_val:.3g}"
-
-
-def summary_lines(analysis: Analysis) -> list[str]:
-    """A short human summary: the contrasts against full fine-tuning and what the study says."""
-    s = analysis.settings
-    lines = [
-        f"freezestats analyze: {s['model']} model of {s['response']} ({s['n_runs']} runs); "
-        f"{s['response']}: {s['response_note']}."
-    ]
-    contrasts = analysis.tables.get("contrasts")
-    answers = analysis.tables.get("answer")
-    for task in s["tasks"]:
-        lines.append(f"[{task}]")
-        if answers is not None and (answers["task"] == task).any():
-            family = "all train sizes (Bonferroni)" if s.get("adjust_across") == "sizes" else "each train size"
-            lines.append(
-                f"  answer (non-inferiority, margin {s['margins'].get(task)}, fixed sequence shallow to deep; "
-                f"family: {family}):"
-            )
-            lines.extend(f"    {statement}" for statement in answers.loc[answers["task"] == task, "statement"])
-            lines.append(f"  superiority contrasts ({s['adjust']}-adjusted within a size; not shown ≠ no cost):")
-        if contrasts is not None:
-            c = contrasts[(contrasts["task"] == task) & (contrasts["fit"] == "all_runs")]
-            for size, group in c.groupby("train_size"):
-                parts = [
-                    f"{int(r.frozen_layers)}: {r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] p_adj={r.p_adj:.3g}"
-                    for r in group.itertuples()
-                ]
-                lines.append(f"  n={size}: frozen vs {s['reference']} → " + "; ".join(parts))
-        inter = analysis.tables.get("interaction_test")
-        if inter is not None and (inter["task"] == task).any():
-            r = inter[inter["task"] == task].iloc[0]
-            lines.append(f"  frozen × size interaction: {_test_text(r)}")
-        op = analysis.tables.get("operating_point")
-        if op is not None and (op["task"] == task).any():
-            parts = [
-                f"n={int(r.train_size)}: {r.trainable_layers} trainable [{r.ci_low}, {r.ci_high}]"
-                for r in op[op["task"] == task].itertuples()
-            ]
-            lines.append("  90% of full quality: " + "; ".join(parts))
-        per_size = s.get("seeds_per_size", {}).get(task)
-        if per_size:
-            parts = [
-                f"n={size}: Δ {v['detect_delta'] or '>20'}, non-inferior {v.get('noninferior') or '>20'}"
-                for size, v in per_size.items()
-            ]
-            lines.append(
-                f"  seeds per cell for 80% power (Δ={s['delta']}, Holm within size; margin "
-                f"{s['margins'].get(task)}; SDs taken as known): " + "; ".join(parts)
-            )
-    pooled = analysis.tables.get("task_interaction_test")
-    if pooled is not None:
-        r = pooled.iloc[0]
-        lines.append(f"[all tasks] does freezing act differently per task? {_test_text(r)}")
-    lines.extend(f"warning: {w}" for w in analysis.warnings)
-    return lines
