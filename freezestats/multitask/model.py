@@ -6,7 +6,9 @@ classification, mean squared error for STS-B), so a task's loss, head and predic
 alone and in a group. The group model loads one such classifier per task, in the group's order, and
 points every one of them at the first one's base model (the ``AutoModel`` part: embeddings, layers,
 pooler). Loading the classifiers in order, right after the seed, draws the heads from the RNG exactly as
-the single-task run draws its one head, so a group of one task is the single-task model.
+the single-task run draws its one head, so a group of one task is the single-task model. A pair task
+trained as a bi-encoder (``pair_encoding = "bi"``) has a :class:`~freezestats.pair_encoding.BiEncoderClassifier`
+instead, on the same shared base model.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch import nn
 
 from freezestats.exceptions import ModelError
 from freezestats.freezing import EncoderParts, locate_encoder
+from freezestats.pair_encoding import drop_unused_pooler, pair_model
 from freezestats.tasks import TaskConfig
 
 __all__ = ["MultiTaskModel", "build_multitask_model"]
@@ -66,10 +69,20 @@ class MultiTaskModel(nn.Module):
         return self.heads[task](**batch)
 
 
-def build_multitask_model(model_name: str, tasks: Sequence[TaskConfig], load: Loader) -> MultiTaskModel:
+def build_multitask_model(
+    model_name: str, tasks: Sequence[TaskConfig], load: Loader, pair_encoding: str = "cross"
+) -> MultiTaskModel:
     """One classifier per task loaded with ``load`` in ``tasks``' order (the RNG order), sharing the first's encoder.
 
     The other classifiers' own pretrained encoders are dropped; loading whole classifiers costs a little
-    time but keeps each head (and its initialisation) transformers' own.
+    time but keeps each head (and its initialisation) transformers' own. With ``pair_encoding = "bi"`` each
+    pair task's classifier becomes a bi-encoder right after it is loaded (its pair head drawn then, as in the
+    single-task run); single-sentence tasks keep theirs, and with them the shared pooler they read.
     """
-    return MultiTaskModel({task.name: load(model_name, task.num_labels, task.is_regression) for task in tasks})
+    classifiers = {
+        task.name: pair_model(load(model_name, task.num_labels, task.is_regression), task, pair_encoding)
+        for task in tasks
+    }
+    model = MultiTaskModel(classifiers)
+    drop_unused_pooler(model.heads.values())
+    return model

@@ -64,6 +64,7 @@ def fine_tune_group(
     prefix_cache: PrefixCache | None = None,
     use_prefix_cache: bool = True,
     order_seed: int | None = None,
+    pair_encoding: str = "cross",
 ) -> dict[str, RunOutcome]:
     """Train one shared encoder on every member's task at once; returns one outcome per task.
 
@@ -72,11 +73,17 @@ def fine_tune_group(
     and dropout, ``order_seed`` (default ``seed``) the data order of each task and the interleaving of
     tasks. The outcomes share the run's measurements (time, memory, parameters: the whole group's) and
     ``n_steps`` (the group's); ``extra`` says how the task was trained (``trained_with``, ``task_steps``).
+    ``pair_encoding = "bi"`` trains the group's pair tasks as bi-encoders on the shared encoder (their
+    members' splits bi-encoded); its single-sentence tasks are unaffected.
     """
     if tuple(m.task.name for m in members) != group.tasks:
         raise SpecError(f"The members of group '{group.name}' must be its tasks {list(group.tasks)}, in order.")
     meter = Meter()
-    device, precision, model = _set_up(model_name, members, _arm(arm, None), frozen_layers, seed, training, meter)
+    for m in members:
+        _training._check_encoded(m.task, pair_encoding, m.train)
+    device, precision, model = _set_up(
+        model_name, members, _arm(arm, None), frozen_layers, seed, training, meter, pair_encoding
+    )
     shared_frozen = _frozen_for_some(model, group)
     autocast = _autocast(device, precision)
     cache = prefix_cache if prefix_cache is not None else PrefixCache()
@@ -146,6 +153,7 @@ def _set_up(
     seed: int,
     training: TrainingSpec,
     meter: Meter,
+    pair_encoding: str = "cross",
 ) -> tuple[torch.device, str, MultiTaskModel]:
     """As the single-task set-up: device, precision, the seed, the classifiers in order, then the arm.
 
@@ -158,7 +166,7 @@ def _set_up(
     precision = _training.resolve_precision(training.precision, device)
     meter.watch(device)
     set_seed(seed)
-    model = build_multitask_model(model_name, [m.task for m in members], _training.load_classifier)
+    model = build_multitask_model(model_name, [m.task for m in members], _training.load_classifier, pair_encoding)
     first = model.classifier(members[0].task.name)
     if arm.prepare_model(first, level) is not first:
         raise SpecError(f"Arm '{arm.name}' wraps the model it prepares; task groups need an arm that freezes in place.")

@@ -50,6 +50,8 @@ class TaskConfig:
     hub: dict[str, str] | None = None
     glue_tsv: GlueTsvLayout | None = None
     bundled: str | None = None
+    label_range: tuple[float, float] | None = None
+    """A regression task's score range (STS-B: 0-5): where the bi-encoder's cosine head starts its scale."""
     source_file: str = field(default="", compare=False)
 
     @property
@@ -98,8 +100,18 @@ def _parse(path: Path) -> TaskConfig:
         hub=raw.get("hub"),
         glue_tsv=layout,
         bundled=raw.get("bundled"),
+        label_range=_label_range(raw.get("label_range"), where),
         source_file=str(path),
     )
+
+
+def _label_range(value: Any, where: str) -> tuple[float, float] | None:
+    """``label_range: [low, high]`` with low < high, or absent."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2 or not value[0] < value[1]:
+        raise SpecError(f"`label_range` must be [low, high] with low < high, but got {value!r} ({where}).")
+    return float(value[0]), float(value[1])
 
 
 @cache

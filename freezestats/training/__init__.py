@@ -32,6 +32,7 @@ from freezestats.arms import Arm, FreezeArm
 from freezestats.backbone import load_classifier
 from freezestats.exceptions import SpecError
 from freezestats.freezing import locate_encoder
+from freezestats.pair_encoding import CROSS, SECOND, check_pair_encoding, drop_unused_pooler, pair_model
 from freezestats.prefix_cache import PrefixCache
 from freezestats.spec import TrainingSpec
 from freezestats.tasks import TaskConfig
@@ -117,6 +118,7 @@ def fine_tune(
     prefix_cache: PrefixCache | None = None,
     use_prefix_cache: bool = True,
     order_seed: int | None = None,
+    pair_encoding: str = "cross",
 ) -> RunOutcome:
     """Fine-tune ``model_name`` on ``train`` and evaluate on ``validation`` every ``eval_every_epochs``.
 
@@ -126,6 +128,9 @@ def fine_tune(
     ``seed`` fixes the head initialisation and dropout; ``order_seed`` the order in which the training
     examples are visited (default: ``seed``; ``order_seed == seed`` is the same run as leaving it out).
 
+    ``pair_encoding = "bi"`` trains a sentence-pair task as a bi-encoder (:mod:`freezestats.pair_encoding`);
+    ``train`` and ``validation`` must then be bi-encoded (``encode_split(..., pair_encoding="bi")``).
+
     ``prefix_cache`` shares frozen-layer outputs with other trials of the same model in this process
     (see :mod:`freezestats.prefix_cache`); ``use_prefix_cache=False`` runs every layer every time, which
     gives the same predictions and exists to prove that and to measure what the cache saves.
@@ -134,7 +139,9 @@ def fine_tune(
     failed and go on.
     """
     meter = Meter()
-    device, precision, model = _set_up(model_name, task, _arm(arm, strategy), frozen_layers, seed, training, meter)
+    _check_encoded(task, pair_encoding, train)
+    arm_ = _arm(arm, strategy)
+    device, precision, model = _set_up(model_name, task, arm_, frozen_layers, seed, training, meter, pair_encoding)
     parts = locate_encoder(model)
     autocast = _autocast(device, precision)
     prefix = wire_prefix_cache(
@@ -204,13 +211,28 @@ def _arm(arm: Arm | None, strategy: str | None) -> Arm:
     return FreezeArm("freeze" if strategy is None else strategy)
 
 
+def _check_encoded(task: TaskConfig, pair_encoding: str, train: EncodedSplit) -> None:
+    """A bi-encoder needs bi-encoded examples, a cross-encoder joint ones: a mix-up fails before training."""
+    bi = check_pair_encoding(pair_encoding) != CROSS and task.is_pair
+    if len(train) and bi != ("input_ids" + SECOND in train.features[0]):
+        wanted = "bi-encoded (encode_split(..., pair_encoding='bi'))" if bi else "encoded as one input"
+        raise SpecError(f"`pair_encoding = {pair_encoding!r}` for task '{task.name}' needs examples {wanted}.")
+
+
 def _set_up(
-    model_name: str, task: TaskConfig, arm: Arm, level: int, seed: int, training: TrainingSpec, meter: Meter
+    model_name: str,
+    task: TaskConfig,
+    arm: Arm,
+    level: int,
+    seed: int,
+    training: TrainingSpec,
+    meter: Meter,
+    pair_encoding: str = CROSS,
 ) -> tuple[torch.device, str, torch.nn.Module]:
     """Device and precision, the seed, then the model as the arm builds it for ``level``, on its device.
 
     The seed is set just before the pretrained model is loaded, so that the head initialisation (drawn
-    while loading) and then dropout follow from ``seed`` alone.
+    while loading, then the bi-encoder's head, if any) and then dropout follow from ``seed`` alone.
     """
     from transformers import set_seed
 
@@ -218,7 +240,9 @@ def _set_up(
     precision = resolve_precision(training.precision, device)
     meter.watch(device)
     set_seed(seed)  # python, numpy and torch RNGs: head init and dropout
-    model = arm.prepare_model(load_classifier(model_name, task.num_labels, task.is_regression), level)
+    model = pair_model(load_classifier(model_name, task.num_labels, task.is_regression), task, pair_encoding)
+    drop_unused_pooler([model])
+    model = arm.prepare_model(model, level)
     meter.count(model)
     model.to(device)
     return device, precision, model

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from freezestats.freezing import EncoderParts
+from freezestats.pair_encoding import BiEncoderClassifier
 from freezestats.prefix_cache import EvalBatch, PrefixCache, frozen_depth
 from freezestats.spec import TrainingSpec
 from freezestats.training import _encoding
@@ -80,7 +81,9 @@ def wire_prefix_cache(
         eval_key, lambda: _encoding.eval_batches(tokenizer, validation, training.eval_batch_size, device)
     )
     eval_hidden = train_hidden = None
-    if use_prefix_cache and depth is not None:
+    # A bi-encoder runs two passes per example: the cache keeps one state per example and cuts a
+    # transformers classifier, so it is off for "bi" (every layer runs; the padded batches are still shared).
+    if use_prefix_cache and depth is not None and not isinstance(model, BiEncoderClassifier):
         model.eval()
         with autocast():
             eval_hidden = cache.eval_hidden(model, parts, eval_key, batches, depth)
