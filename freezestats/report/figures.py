@@ -83,6 +83,12 @@ def _frozen_axis(ax: Axes, order: list[int], label: str = "frozen layers") -> No
     ax.set_xlabel(label)
 
 
+def legend_below(fig: Figure, ax: Axes) -> None:
+    """One legend for the whole figure, under the panels, from the handles of ``ax``."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=max(len(labels), 1), frameon=False)
+
+
 def save(fig: Figure, path: Path) -> Path:
     """Write ``fig`` as SVG (by suffix) and close it; returns the path."""
     plt = _plt()

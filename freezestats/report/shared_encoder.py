@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from freezestats.report import figures as F
-from freezestats.report.tables import fmt_p, present
+from freezestats.report.tables import adjusted_interval, fmt_p, present
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,8 +49,7 @@ def shared_encoder_figure(runs: pd.DataFrame, task: str, response: str, metric: 
         ax.set_xlabel("frozen layers")
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel(f"{metric} ({response})")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    F.legend_below(fig, axes[0, 0])
     return fig
 
 
@@ -90,10 +89,7 @@ def _answer_lines(table: pd.DataFrame) -> list[str]:
 
 
 def _shown(table: pd.DataFrame) -> pd.DataFrame:
-    def interval(row: pd.Series) -> str:
-        return f"{row['estimate']:+.4f} [{row['ci_low_adj']:+.4f}, {row['ci_high_adj']:+.4f}]"
-
-    shown = table.assign(difference=table.apply(interval, axis=1))
+    shown = table.assign(difference=table.apply(adjusted_interval, axis=1))
     return present(
         shown[["train_size", "comparison", "trained_with", "frozen_layers", "difference", "p_adj"]],
         {

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from freezestats.report import figures as F
-from freezestats.report.tables import fmt_p, present
+from freezestats.report.tables import adjusted_interval, fmt_p, present
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -61,8 +61,7 @@ def strategy_figure(runs: pd.DataFrame, response: str, metric: str) -> Figure:
     axes[0, 0].set_xlabel("trainable parameters")
     axes[0, 0].set_ylabel(f"{metric} ({response})")
     axes[1, 0].set_ylabel(f"{metric} ({response})")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(arms), frameon=False)
+    F.legend_below(fig, axes[0, 0])
     return fig
 
 
@@ -92,8 +91,7 @@ def probe_curve_figure(runs: pd.DataFrame, response: str, metric: str) -> Figure
         ax.set_xlabel("layer (0: embeddings)")
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel(f"{metric} ({response})")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    F.legend_below(fig, axes[0, 0])
     return fig
 
 
@@ -129,10 +127,7 @@ def strategy_section(inputs: ReportInputs, w: Any) -> str:
 
 
 def _shown(contrasts: pd.DataFrame) -> pd.DataFrame:
-    def interval(row: pd.Series) -> str:
-        return f"{row['estimate']:+.4f} [{row['ci_low_adj']:+.4f}, {row['ci_high_adj']:+.4f}]"
-
-    table = contrasts.assign(difference=contrasts.apply(interval, axis=1))
+    table = contrasts.assign(difference=contrasts.apply(adjusted_interval, axis=1))
     return present(
         table[["train_size", "arm", "arm_level", "difference", "p_adj"]],
         {

@@ -140,3 +140,8 @@ def blog_table(summary: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
             for text, v, b in zip(values, table[source].to_numpy(float), best.to_numpy(float), strict=True)
         ]
     return shown
+
+
+def adjusted_interval(row: pd.Series) -> str:
+    """``estimate [ci_low_adj, ci_high_adj]`` with signs, as the contrast tables of the new sections show them."""
+    return f"{row['estimate']:+.4f} [{row['ci_low_adj']:+.4f}, {row['ci_high_adj']:+.4f}]"
