@@ -117,20 +117,34 @@ class _Run(_Command):
         parser.add_argument("--max-trials", type=int, help="stop after this many trials (resume later)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
         parser.add_argument("--enqueue-only", action="store_true", help="create the study and its cells; run nothing")
-        parser.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: this one)")
+        parser.add_argument(
+            "--workers",
+            help="local worker processes, or 'auto' (default, or $FREEZESTATS_WORKERS): one per core on a CPU, up to 4",
+        )
         parser.add_argument("--devices", help="comma-separated devices for the workers, e.g. cuda:0,cuda:1")
         parser.add_argument("--extend", action="store_true", help="the spec adds grid values to an existing study")
 
     def take_action(self, args: argparse.Namespace) -> int:
         from freezestats.runner import run_study
+        from freezestats.runner._layout import choose_workers, default_workers, parse_workers
         from freezestats.spec import load_spec
+        from freezestats.training import resolve_device
 
         if args.max_trials is not None and args.max_trials < 1:
             raise SpecError(f"`--max-trials` must be >= 1, but got {args.max_trials}.")
-        if args.workers < 1:
-            raise SpecError(f"`--workers` must be >= 1, but got {args.workers}.")
+        requested = parse_workers(args.workers) if args.workers is not None else default_workers()
         spec = load_spec(_resolve_study(args.study))
         print(f"freezestats {__version__}: study '{spec.name}' from {spec.source} -> {args.storage}")
+        devices = args.devices.split(",") if args.devices else None
+        layout = choose_workers(
+            requested,
+            device_type=resolve_device(spec.training.device).type,
+            storage=args.storage,
+            devices=devices,
+            max_trials=args.max_trials,
+        )
+        if not args.enqueue_only:
+            print(f"Workers: {layout.reason}")
         report = run_study(
             spec,
             args.storage,
@@ -139,8 +153,8 @@ class _Run(_Command):
             max_trials=args.max_trials,
             show_progress=not args.no_progress,
             enqueue_only=args.enqueue_only,
-            workers=args.workers,
-            devices=args.devices.split(",") if args.devices else None,
+            workers=layout.workers,
+            devices=devices,
             extend=args.extend,
         )
         if args.enqueue_only:

@@ -15,6 +15,9 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# `run` defaults to `--workers auto` (a worker process per core); tests monkeypatch this process, so their
+# runs stay in it unless a test asks for workers (tests/test_worker_layout.py tests auto itself).
+os.environ["FREEZESTATS_WORKERS"] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 

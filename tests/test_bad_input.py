@@ -107,6 +107,7 @@ CASES: dict[str, tuple[Callable[[dict, Path], list[str]], str]] = {
     ),
     "max-trials 0": (lambda ex, t: _run(ex, t, "--max-trials", "0"), "`--max-trials` must be >= 1"),
     "workers 0": (lambda ex, t: _run(ex, t, "--workers", "0"), "`--workers` must be >= 1"),
+    "workers not a number": (lambda ex, t: _run(ex, t, "--workers", "many"), "a number >= 1 or 'auto'"),
     "storage not a URL": (lambda ex, t: ["status", "--storage", str(ex["db"])], "must be an Optuna storage URL"),
     "unreachable database": (
         lambda ex, t: ["status", "--storage", "postgresql+psycopg2://x@127.0.0.1:9/db"],

@@ -99,7 +99,7 @@ def run_study(
     pool = None
     if workers > 1:
         pool = WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts)
-    runner = _Runner(prepared, study, artifacts, max_trials, show_progress and pool is None, pool)
+    runner = _Runner(prepared, study, artifacts, max_trials, show_progress, pool)  # a pool's bar counts cells
     interrupted = runner.until_done_or_interrupted(runner.run)
     return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
 

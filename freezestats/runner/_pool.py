@@ -19,6 +19,7 @@ import optuna
 from optuna.trial import TrialState
 
 from freezestats.exceptions import StorageError
+from freezestats.runner._layout import usable_cores
 from freezestats.trials import is_enqueued_cell
 
 __all__ = ["WorkerPool"]
@@ -62,7 +63,7 @@ class WorkerPool:
         before = _finished_runs(study)
         env = dict(os.environ)
         # N workers on one machine share its cores: without this, each would start one thread per core.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(self.commands))))
+        env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // len(self.commands))))
         with tempfile.TemporaryDirectory() as tmp:
             logs = [Path(tmp) / f"worker{i}.log" for i in range(len(self.commands))]
             procs = []
