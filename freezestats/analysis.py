@@ -79,6 +79,15 @@ def _trained_alone(grid: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return grid[alone], int((~alone).sum())
 
 
+def _cross_encoded(data: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The rows of cross-encoded trials (every row of a table from before ``pair_encoding``), and how many
+    ``bi`` rows were left out: pooled with the cross runs of their cell they would look like extra seeds."""
+    if "pair_encoding" not in data.columns:
+        return data, 0
+    cross = data["pair_encoding"].isna() | (data["pair_encoding"] == "cross")
+    return data[cross], int((~cross).sum())
+
+
 def _shared_encoder(attempt: Callable[..., None], grid: pd.DataFrame, tasks: list[str], response: str) -> None:
     """Per task trained both alone and in a group: the shared-encoder contrasts (one model per task)."""
     from freezestats.stats.shared_encoder import shared_encoder_contrasts
@@ -165,7 +174,7 @@ def analyze(
             f"The results table lacks column(s) {missing}, which every analysis needs; is it a freezestats export "
             "(`freezestats export`), or a table with those columns (one row per run)?"
         )
-    data = normalize_results(data)
+    data, n_bi = _cross_encoded(normalize_results(data))
     all_grid = data[data["role"] == "grid"]
     arm_grid, n_grouped = _trained_alone(all_grid)
     grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: strategy tables
@@ -193,6 +202,11 @@ def analyze(
         }
     )
 
+    if n_bi:
+        result.warnings.append(
+            f"{n_bi} rows were trained with pair_encoding = 'bi': every analysis here uses the cross-encoded runs; "
+            "the cross/bi contrast has no model yet."
+        )
     if n_grouped:
         result.warnings.append(
             f"{n_grouped} rows were trained in task groups (trained_with): each task's freeze analysis uses its runs "

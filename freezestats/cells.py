@@ -1,7 +1,8 @@
 """Expand a study spec into cells: the units of work, each one fine-tuning run.
 
 A grid cell is (task, frozen_layers, train_size, subset_draw, seed) with the learning rate it runs at;
-with ``grid.order_seeds`` the data-order seed joins it (every seed crossed with every order seed). A task
+with ``grid.order_seeds`` the data-order seed joins it (every seed crossed with every order seed), and with
+``grid.pair_encoding`` the pair encoding joins the cells of pair tasks (and of groups with one). A task
 group's cell has the group's name as its task: one run that trains every task of the group.
 With a learning-rate search, search cells add the candidate rate to that key; they run on the search
 seeds (``lr_search.seeds``, disjoint from the grid's unless ``lr_search.reuse``), each in its own seed's
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from freezestats.spec import FULL, StudySpec
+from freezestats.spec import CROSS, FULL, StudySpec
 
 __all__ = [
     "Cell",
@@ -58,6 +59,9 @@ class Cell:
     order follows ``seed``, as in every study made before order seeds existed."""
     arm: str | None = None
     """The arm variant of a spec with ``[[arms]]``; ``None``: the one arm of a single-arm study."""
+    pair_encoding: str = CROSS
+    """How the cell's sentence-pair tasks read their sentences (``grid.pair_encoding``); ``cross`` for every
+    other cell, and for every cell of a study made before the setting existed."""
 
     @property
     def level(self) -> int:
@@ -66,11 +70,14 @@ class Cell:
 
     @property
     def key(self) -> str:
-        """Identity of the cell within its study; search cells also differ by rate, crossed cells by order seed."""
+        """Identity of the cell within its study; search cells also differ by rate, crossed cells by order seed,
+        ``bi`` cells by their pair encoding (``cross`` is left out, so cells made before it keep their keys)."""
         where = f"frozen={self.frozen_layers}" if self.arm is None else f"arm={self.arm}|level={self.frozen_layers}"
         base = f"{self.task}|{where}|n={self.train_size}|draw={self.subset_draw}|seed={self.seed}"
         if self.order_seed is not None:
             base = f"{base}|order_seed={self.order_seed}"
+        if self.pair_encoding != CROSS:
+            base = f"{base}|pair={self.pair_encoding}"
         return f"search|{base}|lr={self.learning_rate:g}" if self.role is CellRole.SEARCH else base
 
     @property
@@ -84,14 +91,18 @@ class Cell:
         return (self.task, self.train_size, self.subset_draw, self.frozen_layers)
 
     def attrs(self) -> dict[str, Any]:
-        """The user attributes a trial of this cell is enqueued with: its identity, role and (if any) arm."""
+        """The user attributes a trial of this cell is enqueued with: its identity, role, and (if any) arm and
+        pair encoding other than ``cross``."""
         attrs: dict[str, Any] = {"cell_key": self.key, "role": self.role.value}
         if self.arm is not None:
             attrs["arm"] = self.arm
+        if self.pair_encoding != CROSS:
+            attrs["pair_encoding"] = self.pair_encoding
         return attrs
 
     def params(self) -> dict[str, Any]:
-        """Optuna trial parameters (what distinguishes trials in the dashboard); ``order_seed`` only when crossed.
+        """Optuna trial parameters (what distinguishes trials in the dashboard); ``order_seed`` only when crossed,
+        ``pair_encoding`` only when not ``cross``.
 
         A cell of a spec with ``[[arms]]`` has ``arm_level`` instead of ``frozen_layers``, and no
         ``learning_rate`` when its arm has none. Its ``arm`` is not a parameter but a user attribute
@@ -107,6 +118,8 @@ class Cell:
             params["learning_rate"] = self.learning_rate
         if self.order_seed is not None:
             params["order_seed"] = self.order_seed
+        if self.pair_encoding != CROSS:
+            params["pair_encoding"] = self.pair_encoding
         return params
 
 
@@ -179,7 +192,11 @@ def grid_cells(
             if chosen_rates is None or group not in chosen_rates:
                 continue
             rate = chosen_rates[group]
-        cells.extend(Cell(task, k, n, draw, seed, rate, order_seed=order) for order in order_seeds)
+        cells.extend(
+            Cell(task, k, n, draw, seed, rate, order_seed=order, pair_encoding=encoding)
+            for order in order_seeds
+            for encoding in spec.pair_encodings_for(task, k)
+        )
     return cells + group_cells(spec)
 
 
@@ -191,7 +208,9 @@ def group_cells(spec: StudySpec) -> list[Cell]:
     """
     order_seeds: tuple[int | None, ...] = spec.grid.order_seeds if spec.grid.order_seeds is not None else (None,)
     return [
-        Cell(group.name, k, int(size), draw, seed, spec.training.learning_rate, order_seed=order)
+        Cell(
+            group.name, k, int(size), draw, seed, spec.training.learning_rate, order_seed=order, pair_encoding=encoding
+        )
         for group, size, draw, k, seed, order in itertools.product(
             spec.groups,
             spec.grid.train_sizes,
@@ -200,6 +219,7 @@ def group_cells(spec: StudySpec) -> list[Cell]:
             spec.grid.seeds,
             order_seeds,
         )
+        for encoding in spec.pair_encodings_for(group.name, k)
     ]
 
 

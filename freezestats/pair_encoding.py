@@ -37,9 +37,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from freezestats.exceptions import SpecError
+from freezestats.spec import BI, CROSS, PAIR_ENCODINGS
 from freezestats.tasks import TaskConfig
 
 __all__ = [
+    "BI",
     "CROSS",
     "PAIR_ENCODINGS",
     "SECOND",
@@ -48,9 +50,6 @@ __all__ = [
     "pair_model",
 ]
 
-CROSS = "cross"
-BI = "bi"
-PAIR_ENCODINGS = (CROSS, BI)
 SECOND = "_b"
 """Suffix of the second sentence's features in a bi-encoded example (``input_ids_b``, ``attention_mask_b``)."""
 

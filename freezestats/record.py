@@ -84,6 +84,8 @@ class TrialRecord:
     order_seed: int = field(metadata=_RUN_COLUMN)
     # the task group the task was trained in, or the task itself when it was trained alone
     trained_with: str = field(metadata=_RUN_COLUMN)
+    # how the trial's sentence-pair tasks read their two sentences: "cross" (one joint input) or "bi"
+    pair_encoding: str = field(metadata=_RUN_COLUMN)
     # the arm variant and its level (a single-arm study: "freeze" and frozen_layers, filled in by the export)
     arm: str | None = field(default=None, metadata=_TRIAL_COLUMN)
     arm_level: int | None = field(default=None, metadata=_TRIAL_COLUMN)

@@ -106,6 +106,8 @@ def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str
         row["order_seed"] = row["seed"]
     if row["trained_with"] is None:  # stored before groups existed: trained alone
         row["trained_with"] = row["task"]
+    if row["pair_encoding"] is None:  # stored before the setting existed: one joint input
+        row["pair_encoding"] = "cross"
     for name, value in attrs.get("final_metrics", {}).items():
         row[f"final_{name}"] = value
     return row

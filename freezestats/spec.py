@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from freezestats._spec_arms import ArmSpec, ArmVariant, parse_arms
 from freezestats._spec_groups import GroupSpec, parse_groups
+from freezestats._spec_pairs import BI, CROSS, PAIR_ENCODINGS, parse_pair_encoding  # re-exported: pair_encoding.py
 from freezestats._spec_parser import _Parser
 from freezestats.exceptions import SpecError
 from freezestats.tasks import get_task
@@ -75,6 +76,13 @@ class GridSpec:
     """Data-order seeds crossed with ``seeds`` (Dodge et al. 2020): every cell runs for every (seed,
     order_seed) pair, ``seed`` fixing the head initialisation and dropout and ``order_seed`` the order of
     the training examples. ``None`` (the key absent): the data order follows ``seed``."""
+    pair_encoding: tuple[str, ...] = (CROSS,)
+    """How sentence-pair tasks read their two sentences (:mod:`freezestats.pair_encoding`): ``cross``, one
+    joint input, and/or ``bi``, two pooled passes. An axis of the pair tasks' cells (and of the cells of
+    groups with a pair task) only: single-sentence tasks' cells ignore it. The default keeps old specs' hash."""
+    bi_frozen_layers: tuple[int, ...] | None = None
+    """The frozen levels at which ``bi`` cells run (a subset of ``frozen_layers``), so that the cross/bi
+    contrast can be measured at one level without doubling the whole grid; ``None``: at every level."""
 
     @property
     def crossed(self) -> bool:
@@ -192,6 +200,10 @@ class StudySpec:
         data["lr_search"] = self.lr_search.stored_form(self.grid.seeds)
         if not self.grid.crossed:  # the form stored before `order_seeds` existed: those studies keep their hash
             del data["grid"]["order_seeds"]
+        if self.grid.pair_encoding == (CROSS,):  # likewise for `pair_encoding`
+            del data["grid"]["pair_encoding"]
+        if self.grid.bi_frozen_layers is None:
+            del data["grid"]["bi_frozen_layers"]
         if not self.plugins:  # likewise for `plugins`
             del data["plugins"]
         if not self.groups:  # likewise for `groups`
@@ -237,6 +249,19 @@ class StudySpec:
     def group_named(self, name: str) -> GroupSpec | None:
         """The task group called ``name`` (a cell's ``task`` when the cell trains a group), else ``None``."""
         return next((group for group in self.groups if group.name == name), None)
+
+    def pair_encodings_for(self, name: str, frozen_layers: int) -> tuple[str, ...]:
+        """The pair encodings a cell of ``name`` (a task or a group) runs at ``frozen_layers``.
+
+        ``("cross",)`` unless it is, or its group holds, a sentence-pair task; then ``grid.pair_encoding``,
+        less ``bi`` at levels that ``grid.bi_frozen_layers`` leaves out.
+        """
+        group = self.group_named(name)
+        tasks = group.tasks if group is not None else (name,)
+        if not any(get_task(task).is_pair for task in tasks):
+            return (CROSS,)
+        levels = self.grid.bi_frozen_layers
+        return tuple(e for e in self.grid.pair_encoding if e == CROSS or levels is None or frozen_layers in levels)
 
     def metric_for(self, task: str) -> str:
         """The primary metric of ``task`` in this study (the spec's choice, else the task's first)."""
@@ -309,12 +334,21 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     )
 
     grid_raw = p.table(raw, "grid")
-    p.keys(grid_raw, "grid.", {"frozen_layers", "train_sizes", "seeds", "subset_draws", "order_seeds"})
+    p.keys(
+        grid_raw,
+        "grid.",
+        {"frozen_layers", "train_sizes", "seeds", "subset_draws", "order_seeds", "pair_encoding", "bi_frozen_layers"},
+    )
     with_arms = "arms" in raw
     if with_arms and "frozen_layers" in grid_raw:
         raise p.fail(
             "`grid.frozen_layers` must be left out when the spec has [[arms]]: give the freeze depths "
             "in a [[arms]] table with kind = 'freeze' and frozen_layers = [...]"
+        )
+    if with_arms and "pair_encoding" in grid_raw:
+        raise p.fail(
+            "`grid.pair_encoding` is not supported with [[arms]] yet: compare cross and bi encoding in a spec "
+            "without arms (frozen_layers in [grid])"
         )
     frozen = (
         ()
@@ -349,6 +383,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         seeds=seeds,
         subset_draws=p.integer(grid_raw.get("subset_draws", 1), "grid.subset_draws", low=1),
         order_seeds=order_seeds,
+        **parse_pair_encoding(p, grid_raw, frozen, [*tasks, *(t for group in groups for t in group.tasks)]),
     )
 
     tr = p.table(raw, "training")
@@ -381,6 +416,11 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     lr_search = _parse_lr_search(p, p.table(raw, "lr_search"), grid)
     if groups and lr_search.mode != "none":
         raise p.fail("`groups` run at `training.learning_rate`; a learning-rate search for groups is not supported yet")
+    if lr_search.mode != "none" and BI in grid.pair_encoding:
+        raise p.fail(
+            "`grid.pair_encoding` 'bi' cells run at `training.learning_rate`; a learning-rate search for them is "
+            "not supported yet"
+        )
     if groups and FULL in sizes:
         raise p.fail("`grid.train_sizes` of a study with `groups` must be numbers (each task's subset), not 'full'")
     arms: tuple[ArmSpec, ...] = ()

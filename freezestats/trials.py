@@ -5,8 +5,9 @@ URL works. Conventions:
 
 * every cell is created with ``enqueue_trial`` (state WAITING) and claimed by exactly one worker;
 * the cell's coordinates are trial *params* (task, frozen_layers, train_size, subset_draw, seed,
-  learning_rate, and order_seed in a grid crossed with ``grid.order_seeds``); its identity is the user
-  attribute ``cell_key`` and its role (grid or search) the attribute ``role``;
+  learning_rate, order_seed in a grid crossed with ``grid.order_seeds``, pair_encoding in a ``bi`` cell); its
+  identity is the user attribute ``cell_key``, its role (grid or search) the attribute ``role``, and a ``bi``
+  cell also has the attribute ``pair_encoding`` (so a worker knows to read that param back);
 * results are trial *user attributes* (see :func:`record_outcome`), the objective value is the primary
   metric's ``best_dev``;
 * study-level user attributes hold the spec, its hash, provenance, the exact train-subset indices and
@@ -30,7 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from freezestats.cells import Cell, CellRole
 from freezestats.exceptions import StorageError
-from freezestats.spec import StudySpec
+from freezestats.spec import CROSS, PAIR_ENCODINGS, StudySpec
 
 __all__ = [
     "DEFAULT_STORAGE",
@@ -214,6 +215,8 @@ def _not_an_extension(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[st
         problems.append(f"grid.order_seeds is removed (it was {old_orders})")
     elif old_orders is not None:
         grid_lists["grid.order_seeds"] = (old_orders, new_orders)
+    grid_lists["grid.pair_encoding"] = tuple(g.get("pair_encoding", [CROSS]) for g in (old["grid"], new["grid"]))
+    grid_lists["grid.bi_frozen_layers"] = tuple(_bi_levels(g) for g in (old["grid"], new["grid"]))
     for key, (before, after) in grid_lists.items():
         removed = [v for v in before if v not in after]
         if removed:
@@ -258,6 +261,13 @@ def _arms_not_extended(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]
     return problems
 
 
+def _bi_levels(grid: Mapping[str, Any]) -> list[int]:
+    """The frozen levels a stored grid runs ``bi`` cells at (none without ``bi``, every level unless restricted)."""
+    if "bi" not in grid.get("pair_encoding", [CROSS]):
+        return []
+    return list(grid.get("bi_frozen_layers") or grid["frozen_layers"])
+
+
 def load_study(storage: optuna.storages.BaseStorage, study_name: str | None) -> optuna.Study:
     """A freezestats study from ``storage``; ``study_name`` may be omitted when the storage holds one."""
     names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
@@ -274,10 +284,13 @@ def load_study(storage: optuna.storages.BaseStorage, study_name: str | None) -> 
     return study
 
 
-def cell_distributions(spec: StudySpec, crossed: bool = False) -> dict[str, optuna.distributions.BaseDistribution]:
+def cell_distributions(
+    spec: StudySpec, crossed: bool = False, paired: bool = False
+) -> dict[str, optuna.distributions.BaseDistribution]:
     """Distributions of the cell params: wide numeric ranges, so that extending a grid never conflicts.
 
-    ``crossed``: a grid cell of a study with ``grid.order_seeds``, which has the ``order_seed`` param too.
+    ``crossed``: a grid cell of a study with ``grid.order_seeds``, which has the ``order_seed`` param too;
+    ``paired``: a cell that is not ``cross`` (``grid.pair_encoding``), which has ``pair_encoding``.
     A spec with ``[[arms]]`` has ``arm_level`` in place of ``frozen_layers`` (the arm itself is a user attribute,
     :meth:`Cell.attrs`), and the arms without a learning rate leave ``learning_rate`` out (:func:`suggest_cell`).
     """
@@ -296,18 +309,23 @@ def cell_distributions(spec: StudySpec, crossed: bool = False) -> dict[str, optu
     }
     if crossed:
         distributions["order_seed"] = IntDistribution(0, 2**32)
+    if paired:
+        distributions["pair_encoding"] = CategoricalDistribution(PAIR_ENCODINGS)
     return distributions
 
 
 def suggest_cell(trial: optuna.Trial, spec: StudySpec) -> Cell:
     """Read the enqueued cell back from a claimed trial (suggest returns the enqueued values).
 
-    Grid cells of a crossed study (``grid.order_seeds``) carry an ``order_seed``; search cells never do.
+    Grid cells of a crossed study (``grid.order_seeds``) carry an ``order_seed``; search cells never do. Cells
+    that are not ``cross`` carry ``pair_encoding`` (their user attribute says so).
     """
     role = CellRole(trial.user_attrs.get("role", CellRole.GRID.value))
     arm = trial.user_attrs.get("arm")
+    paired = trial.user_attrs.get("pair_encoding", CROSS) != CROSS
     values: dict[str, Any] = {}
-    for name, dist in cell_distributions(spec, crossed=spec.grid.crossed and role is CellRole.GRID).items():
+    crossed = spec.grid.crossed and role is CellRole.GRID
+    for name, dist in cell_distributions(spec, crossed=crossed, paired=paired).items():
         if name == "learning_rate" and arm is not None and spec.variant(arm).learning_rate is None:
             values[name] = None  # an arm without a rate (a probe)
         elif isinstance(dist, CategoricalDistribution):
@@ -341,6 +359,7 @@ def cell_from_trial(trial: FrozenTrial) -> Cell:
         role=CellRole(trial.user_attrs.get("role", CellRole.GRID.value)),
         order_seed=None if p.get("order_seed") is None else int(p["order_seed"]),
         arm=trial.user_attrs.get("arm"),
+        pair_encoding=p.get("pair_encoding", CROSS),
     )
 
 
@@ -403,10 +422,12 @@ def requeue(study: optuna.Study, trial: FrozenTrial | optuna.Trial, max_retries:
         return False
     role = trial.user_attrs.get("role", "grid")
     attrs = {"cell_key": key, "role": role}
-    if "arm" in trial.user_attrs:
-        attrs["arm"] = trial.user_attrs["arm"]
+    for name in ("arm", "pair_encoding"):  # present only on cells that have them (Cell.attrs)
+        if name in trial.user_attrs:
+            attrs[name] = trial.user_attrs[name]
     study.enqueue_trial(_cell_params(stored), user_attrs=attrs)
     return True
+
 
 
 def copy_trial(study: optuna.Study, source: FrozenTrial, cell: Cell, spec: StudySpec) -> None:
@@ -420,7 +441,9 @@ def copy_trial(study: optuna.Study, source: FrozenTrial, cell: Cell, spec: Study
     study.add_trial(
         optuna.trial.create_trial(
             params=cell.params(),
-            distributions=cell_distributions(spec, crossed=cell.order_seed is not None),
+            distributions=cell_distributions(
+                spec, crossed=cell.order_seed is not None, paired=cell.pair_encoding != CROSS
+            ),
             value=source.value,
             user_attrs=attrs,
             state=TrialState.COMPLETE,

@@ -27,7 +27,7 @@ def _readme_columns() -> list[str]:
 def test_the_export_columns_are_the_records_exported_fields() -> None:
     assert RESULT_COLUMNS == EXPORT_COLUMNS
     assert RESULT_COLUMNS[:5] == ["study", "trial", "state", "role", "task"]
-    assert RESULT_COLUMNS[-4:] == ["order_seed", "trained_with", "arm", "arm_level"]
+    assert RESULT_COLUMNS[-5:] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"]
     assert len(set(RESULT_COLUMNS)) == len(RESULT_COLUMNS)
 
 

@@ -19,7 +19,7 @@ from freezestats.backbone import load_tokenizer, n_layers_of
 from freezestats.cells import Cell, grid_cells, group_cells, search_cells
 from freezestats.data import TaskData, load_task_data
 from freezestats.exceptions import SpecError
-from freezestats.spec import FULL, StudySpec, check_against
+from freezestats.spec import CROSS, FULL, StudySpec, check_against
 from freezestats.subsets import nested_subsets, validation_halves
 from freezestats.tasks import get_task
 
@@ -37,7 +37,7 @@ class PreparedTask:
     subsets: dict[int, dict[int, np.ndarray]]  # draw -> size -> pool indices
     select_idx: np.ndarray
     score_idx: np.ndarray
-    encoded: dict[str, Any] = field(default_factory=dict)  # filled lazily: "train", "validation", "rows"
+    encoded: dict[str, Any] = field(default_factory=dict)  # lazily: "rows", "train", "validation" (+ "/bi" ones)
 
 
 @dataclass
@@ -68,8 +68,9 @@ class PreparedStudy:
         """Trials the study will hold when done (search trials plus grid cells)."""
         if self.spec.has_arms:
             return len(grid_cells(self.spec, self.pool_sizes, n_layers=self.n_layers))
-        g = self.spec.grid
-        n_grid = len(self.spec.tasks) * len(g.train_sizes) * g.subset_draws * len(g.frozen_layers) * len(g.seeds)
+        g, spec = self.spec.grid, self.spec
+        per_size = sum(len(spec.pair_encodings_for(task, k)) for task in spec.tasks for k in g.frozen_layers)
+        n_grid = per_size * len(g.train_sizes) * g.subset_draws * len(g.seeds)
         n_grid *= len(g.order_seeds) if g.order_seeds is not None else 1
         n_grid += len(group_cells(self.spec))
         return n_grid + len(search_cells(self.spec, self.pool_sizes))
@@ -138,20 +139,23 @@ def encoded_splits(prepared: PreparedStudy, cell: Cell) -> tuple[EncodedSplit, E
     from freezestats.training import encode_split
 
     task = prepared.tasks[cell.task]
-    if not task.encoded:
+    encoding = cell.pair_encoding if task.data.task.is_pair else CROSS
+    suffix = "" if encoding == CROSS else f"/{encoding}"  # a bi split is another split to the prefix cache
+    if f"train{suffix}" not in task.encoded:
         tokenizer = load_tokenizer(prepared.spec.model.name)
         max_length = prepared.spec.training.max_length
         rows = np.unique(np.concatenate([idx for draw in task.subsets.values() for idx in draw.values()]))
         columns = task.data.task.text_columns
         task.encoded["rows"] = rows
         for split, frame in (("train", task.data.train.iloc[rows]), ("validation", task.data.validation)):
-            task.encoded[split] = encode_split(
+            task.encoded[f"{split}{suffix}"] = encode_split(
                 [frame[c].tolist() for c in columns],
                 frame["label"].to_numpy(),
                 tokenizer,
                 max_length,
-                f"{cell.task}/{split}",
+                f"{cell.task}/{split}{suffix}",
+                encoding,
             )
     pool_idx = task.subsets[cell.subset_draw][cell.train_size]
     positions = np.searchsorted(task.encoded["rows"], pool_idx)
-    return task.encoded["train"].subset(positions), task.encoded["validation"]
+    return task.encoded[f"train{suffix}"].subset(positions), task.encoded[f"validation{suffix}"]

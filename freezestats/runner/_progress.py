@@ -51,6 +51,8 @@ class Progress:
             label = f"  {role}{cell.task} {level} n={cell.train_size} draw={cell.subset_draw} seed={cell.seed}{rate}"
             if cell.order_seed is not None:
                 label += f" order_seed={cell.order_seed}"
+            if cell.pair_encoding != "cross":
+                label += f" pair={cell.pair_encoding}"
             self._bar.reset(self._steps, total=1, description=label, visible=True)
 
     def step(self, step: int, total: int) -> None:

@@ -23,6 +23,7 @@ from freezestats.predictions import checkpoint_counts, predictions_frame
 from freezestats.record import GroupTrialRecord, TrialRecord
 from freezestats.runner._prepare import PreparedStudy, encoded_splits
 from freezestats.runner._provenance import library_versions
+from freezestats.spec import CROSS
 
 if TYPE_CHECKING:
     from freezestats.prefix_cache import PrefixCache
@@ -70,6 +71,8 @@ def run_cell(
         tokenizer=load_tokenizer(spec.model.name),
         on_step=on_step,
         prefix_cache=prefix_cache,
+        # only when not cross: arms that train with a loop of their own keep their signature
+        **({"pair_encoding": cell.pair_encoding} if cell.pair_encoding != CROSS else {}),
     )
     return _task_record(prepared, cell, cell.task, outcome, train, validation, trial, artifact_store)
 
@@ -108,6 +111,7 @@ def _run_group_cell(
         arm=prepared.arm,
         on_step=on_step,
         prefix_cache=prefix_cache,
+        pair_encoding=cell.pair_encoding,
     )
     records = {
         m.task.name: _task_record(
@@ -183,6 +187,7 @@ def _record(
         frozen_dropout=spec.training.frozen_dropout,
         order_seed=cell.data_order_seed,  # the seed of the data order: `seed` itself unless crossed
         trained_with=cell.task,  # the task itself, or the group whose cell this is
+        pair_encoding=cell.pair_encoding,  # for a group: its pair tasks' (the shared encoder learnt from them)
         eval_prefix_cached=outcome.extra["eval_prefix_cached"],
         train_prefix_cached=outcome.extra["train_prefix_cached"],
         trainable_params=outcome.trainable_params,

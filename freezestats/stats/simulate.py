@@ -305,6 +305,7 @@ def simulate_results(
         trained_with=lambda f: f["task"],  # every simulated task is trained alone
         arm="freeze",  # a single-arm study, as the export fills it in
         arm_level=lambda f: f["frozen_layers"],
+        pair_encoding="cross",
     )
     return table.reindex(columns=RESULT_COLUMNS)
 
