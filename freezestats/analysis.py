@@ -88,6 +88,19 @@ def _cross_encoded(data: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return data[cross], int((~cross).sum())
 
 
+def _pair_encodings(
+    attempt: Callable[..., None], grid: pd.DataFrame, tasks: list[str], response: str, adjust: str
+) -> None:
+    """Per task with bi runs: bi minus cross in each cell where both ran (:mod:`freezestats.stats.pair_encoding`)."""
+    from freezestats.stats.pair_encoding import pair_encoding_contrasts
+
+    for task in tasks:
+        rows = grid[grid["task"] == task]
+        if rows["pair_encoding"].eq("bi").any():
+            make = lambda rows=rows, task=task: pair_encoding_contrasts(rows, response, task=task, adjust=adjust)  # noqa: E731
+            attempt("pair_encoding", task, make)
+
+
 def _shared_encoder(attempt: Callable[..., None], grid: pd.DataFrame, tasks: list[str], response: str) -> None:
     """Per task trained both alone and in a group: the shared-encoder contrasts (one model per task)."""
     from freezestats.stats.shared_encoder import shared_encoder_contrasts
@@ -174,7 +187,8 @@ def analyze(
             f"The results table lacks column(s) {missing}, which every analysis needs; is it a freezestats export "
             "(`freezestats export`), or a table with those columns (one row per run)?"
         )
-    data, n_bi = _cross_encoded(normalize_results(data))
+    every = normalize_results(data)
+    data, n_bi = _cross_encoded(every)
     all_grid = data[data["role"] == "grid"]
     arm_grid, n_grouped = _trained_alone(all_grid)
     grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: strategy tables
@@ -204,8 +218,8 @@ def analyze(
 
     if n_bi:
         result.warnings.append(
-            f"{n_bi} rows were trained with pair_encoding = 'bi': every analysis here uses the cross-encoded runs; "
-            "the cross/bi contrast has no model yet."
+            f"{n_bi} rows were trained with pair_encoding = 'bi': every analysis but the pair_encoding table (bi "
+            "minus cross, paired by seed) uses the cross-encoded runs."
         )
     if n_grouped:
         result.warnings.append(
@@ -313,6 +327,8 @@ def analyze(
             return margin or stats.default_margin(str(metric.mode().iloc[0]) if metric.notna().any() else "accuracy")
 
         add_strategy_tables(attempt, arm_grid, tasks, response, margin_of)
+    if n_bi:
+        _pair_encodings(attempt, every[every["role"] == "grid"], tasks, response, adjust)
     if pooled:
         from freezestats.stats.pooled import fit_pooled, task_interaction_test
 
