@@ -95,6 +95,11 @@ class _Validate(_Command):
                 f"  group {group.name}: shared encoder for {', '.join(group.tasks)}; "
                 f"sampling {group.sampling}, frozen layers frozen for {freeze_for}"
             )
+        if "bi" in spec.grid.pair_encoding:
+            levels = spec.grid.bi_frozen_layers
+            where = "every frozen level" if levels is None else f"frozen {', '.join(map(str, levels))}"
+            pairs = [name for name, task in prepared.tasks.items() if task.data.task.is_pair]
+            print(f"  pair encoding {', '.join(spec.grid.pair_encoding)} for {', '.join(pairs)} (bi at {where})")
         print(
             f"  {prepared.n_cells()} trials: {len(search)} learning-rate search, "
             f"{prepared.n_cells() - len(search)} grid"
