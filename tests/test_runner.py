@@ -70,9 +70,10 @@ def test_run_status_export(
     assert table["best_dev"].ge(table["final_dev"]).all()
     assert table["n_eval"].eq(872).all() and table["majority_baseline"].between(0.49, 0.51).all()
     assert table["n_layers"].eq(2).all() and table["model"].eq(str(tiny_model)).all()
-    assert list(table.columns).index("order_seed") == len(RESULT_COLUMNS) - 4  # added at the end of the contract
-    assert list(table.columns).index("trained_with") == len(RESULT_COLUMNS) - 3  # then trained_with, arm, arm_level
+    columns = list(table.columns)  # added at the end of the contract, in this order
+    assert columns[-5:] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"] == RESULT_COLUMNS[-5:]
     assert table["trained_with"].eq(table["task"]).all()  # trained alone
+    assert table["pair_encoding"].eq("cross").all()  # a single-sentence task: one input
     assert table["order_seed"].eq(table["seed"]).all()  # not crossed: the data order followed the seed
     assert (
         table.loc[table.frozen_layers == 2, "trainable_params"]
