@@ -13,6 +13,7 @@ __all__ = ["BI", "CROSS", "PAIR_ENCODINGS", "parse_pair_encoding"]
 CROSS, BI = "cross", "bi"
 PAIR_ENCODINGS = (CROSS, BI)
 
+
 def parse_pair_encoding(
     p: _Parser, grid_raw: Mapping[str, Any], frozen: tuple[int, ...], tasks: Sequence[str]
 ) -> dict[str, Any]:

@@ -166,7 +166,8 @@ def summary_lines(analysis: Analysis) -> list[str]:
 
 
 def _other_answers(analysis: Analysis, task: str) -> list[str]:
-    """The across-arm answer and the shared-encoder freezing gains of a task, when the study has them."""
+    """The across-arm answer, the shared-encoder freezing gains and the cross/bi gaps of a task, when the study
+    has them."""
     lines = []
     strategy = analysis.tables.get("strategy_answer")
     if strategy is not None and (strategy["task"] == task).any():
@@ -180,4 +181,9 @@ def _other_answers(analysis: Analysis, task: str) -> list[str]:
             f"{r.estimate:+.3f} [{r.ci_low_adj:+.3f}, {r.ci_high_adj:+.3f}] more than alone (p_adj={r.p_adj:.3g})"
             for r in gains.itertuples()
         )
+    pairs = analysis.tables.get("pair_encoding")
+    if pairs is not None and (pairs["task"] == task).any():
+        from freezestats.report.pair_encoding import pair_encoding_lines
+
+        lines.extend(f"  cross vs bi: {line}" for line in pair_encoding_lines(pairs[pairs["task"] == task], task))
     return lines

@@ -36,8 +36,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from freezestats._spec_pairs import BI, CROSS, PAIR_ENCODINGS
 from freezestats.exceptions import SpecError
-from freezestats.spec import BI, CROSS, PAIR_ENCODINGS
 from freezestats.tasks import TaskConfig
 
 __all__ = [

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from freezestats._spec_arms import ArmSpec, ArmVariant, parse_arms
 from freezestats._spec_groups import GroupSpec, parse_groups
-from freezestats._spec_pairs import BI, CROSS, PAIR_ENCODINGS, parse_pair_encoding  # re-exported: pair_encoding.py
+from freezestats._spec_pairs import BI, CROSS, parse_pair_encoding
 from freezestats._spec_parser import _Parser
 from freezestats.exceptions import SpecError
 from freezestats.tasks import get_task

@@ -29,9 +29,10 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from freezestats._spec_pairs import CROSS, PAIR_ENCODINGS
 from freezestats.cells import Cell, CellRole
 from freezestats.exceptions import StorageError
-from freezestats.spec import CROSS, PAIR_ENCODINGS, StudySpec
+from freezestats.spec import StudySpec
 
 __all__ = [
     "DEFAULT_STORAGE",
@@ -427,7 +428,6 @@ def requeue(study: optuna.Study, trial: FrozenTrial | optuna.Trial, max_retries:
             attrs[name] = trial.user_attrs[name]
     study.enqueue_trial(_cell_params(stored), user_attrs=attrs)
     return True
-
 
 
 def copy_trial(study: optuna.Study, source: FrozenTrial, cell: Cell, spec: StudySpec) -> None:

@@ -21,6 +21,7 @@ from freezestats._resources import bundled_path
 from freezestats.report import figures as F
 from freezestats.report import text
 from freezestats.report.inputs import ReportInputs
+from freezestats.report.pair_encoding import pair_encoding_section
 from freezestats.report.shared_encoder import shared_encoder_section
 from freezestats.report.strategies import strategy_section
 from freezestats.report.tables import blog_table, fmt_num, fmt_p, markdown, present, sorted_cells
@@ -714,6 +715,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "contrasts": _contrasts_section(inputs, w),
         "strategies": strategy_section(inputs, w),
         "shared_encoder": shared_encoder_section(inputs, w),
+        "pair_encoding": pair_encoding_section(inputs, w),
         "variance": _variance_section(inputs, w),
         "lee": _lee_section(inputs, w),
         "compute": _compute_section(inputs, w),

@@ -48,7 +48,8 @@ class ReportInputs:
 
     def task_runs(self, task: str, all_arms: bool = False) -> pd.DataFrame | None:
         """The grid runs of one task (search runs are not part of the grid's statistics) that the freeze sections
-        plot: trained alone, and of the freeze arm only unless ``all_arms`` (the strategy section's)."""
+        plot: trained alone, read as one input (``cross``: bi runs have their own section), and of the freeze arm
+        only unless ``all_arms`` (the strategy section's)."""
         if self.runs is None:
             return None
         from freezestats.analysis_arms import freeze_rows
@@ -58,6 +59,8 @@ class ReportInputs:
             runs = runs[runs["role"].fillna("grid") == "grid"]
         if "trained_with" in runs.columns:
             runs = runs[runs["trained_with"].isna() | (runs["trained_with"] == task)]
+        if "pair_encoding" in runs.columns:
+            runs = runs[runs["pair_encoding"].fillna("cross") == "cross"]
         return runs if all_arms else freeze_rows(runs)[0]
 
 

@@ -66,6 +66,8 @@ def shared_encoder_section(inputs: ReportInputs, w: Any) -> str:
         runs = inputs.runs
         if runs is not None and "trained_with" in runs.columns:
             rows = runs[(runs["task"] == task) & (runs.get("role", "grid") == "grid")]
+            if "pair_encoding" in rows.columns:  # bi runs have their own section; the contrasts are of cross runs
+                rows = rows[rows["pair_encoding"].fillna("cross") == "cross"]
             metric = str(rows["metric"].dropna().iloc[0]) if "metric" in rows.columns else response
             figure = shared_encoder_figure(rows, task, response, metric)
             lines += ["", w.figure(figure, f"{task}-shared-encoder", f"{task}: {response} alone and in groups.")]
