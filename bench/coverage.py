@@ -14,8 +14,9 @@ the blog appendix's means, seed SD 0.01 and seed-by-size SD 0.005):
 
 Methods: the default mixed model (``variance="per_size"``), ``per_cell``, the pooled model (one residual
 variance, the model before this bench existed), the paired per-seed contrasts, and ``two_part`` / ``two_part_cell``
-(``stats.two_part_contrasts``: P(fail) from a Firth model × the healthy runs' mixed model with per-size / per-cell
-variance, failure judged by the binomial rule on the best checkpoint, as ``analyze`` judges it). Every interval is the
+(``stats.two_part_contrasts``: P(fail) from the pooled failure GLMM × the healthy runs' mixed model with per-size /
+per-cell variance, failure judged by the binomial rule on the best checkpoint, as ``analyze`` judges it), and
+``two_part_cell_firth`` (P(fail) from the per-level Firth model it replaced). Every interval is the
 per-comparison 95% t interval (no multiplicity adjustment), so its nominal coverage is 95%. The truth of a
 contrast in ``b`` is ``(1 - 0.05) * (mu_k - mu_0)``: collapse is independent of the cell.
 """
@@ -39,7 +40,7 @@ from freezestats.stats.failures import flag_failures
 from freezestats.stats.simulate import blog_run_sds
 from freezestats.stats.two_part import two_part_contrasts
 
-METHODS = ("per_size", "per_cell", "pooled", "paired", "two_part", "two_part_cell")
+METHODS = ("per_size", "per_cell", "pooled", "paired", "two_part", "two_part_cell", "two_part_cell_firth")
 DEFAULT_METHODS = ("per_size", "pooled", "paired")  # per_cell: ~1 s a fit with 35 variances; opt in
 FAIL_RATE = {"a": 0.0, "b": 0.05}
 SEED_SD, SEED_SIZE_SD = 0.01, 0.005
@@ -65,8 +66,11 @@ def intervals(table: pd.DataFrame, method: str) -> pd.DataFrame:
     """Per-comparison 95% intervals of each frozen-vs-0 contrast by one method."""
     if method.startswith("two_part"):  # as `analyze` runs it: failure judged by the binomial rule on best_dev's
         failed = flag_failures(table, checkpoint="best", rule="binomial").fillna(False).astype(bool)
-        variance = "per_cell" if method == "two_part_cell" else "per_size"
-        out = two_part_contrasts(table.assign(failed=failed.to_numpy()), "best_dev", variance=variance)
+        variance = "per_cell" if method.startswith("two_part_cell") else "per_size"
+        model = "firth" if method.endswith("_firth") else "pooled"
+        out = two_part_contrasts(
+            table.assign(failed=failed.to_numpy()), "best_dev", variance=variance, failure_model=model
+        )
     elif method == "paired":
         out = paired_contrasts(table, "best_dev", reference=0, adjust="none")
     else:

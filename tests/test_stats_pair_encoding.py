@@ -55,3 +55,24 @@ def test_analyze_fits_the_cross_runs_and_reports_the_contrast_beside_them() -> N
     assert "pair_encoding" in result.tables and len(result.tables["pair_encoding"]) == 2
     assert result.settings["n_runs"] == len(table) - len(bi)  # the bi runs are not extra seeds of their cells
     assert any("pair_encoding = 'bi'" in warning for warning in result.warnings)
+
+
+def test_the_report_states_each_gap_and_plots_only_cross_runs(tmp_path) -> None:
+    from freezestats.analysis_io import summary_lines
+    from freezestats.report import build_report
+    from freezestats.report.inputs import ReportInputs
+
+    table, bi = _with_bi(shift=-0.08)
+    table = table.assign(metric="f1", role="grid")
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    build_report(
+        tmp_path / "r", results=tmp_path / "runs.csv", formats="html", metric="heldout", n_boot=50, show_progress=False
+    )
+    qmd = (tmp_path / "r" / "report.qmd").read_text()
+    section = qmd.split("## Cross against bi encoding", 1)[1].split("\n## ", 1)[0]
+    assert "### mrpc" in section and "mrpc-pair-encoding" in section
+    assert "n = 50, alone, frozen 2: bi is worse than cross; bi − cross = -0.0" in section
+    analysis = analyze(table, model="ols", tasks=["mrpc"], response="heldout")
+    runs = ReportInputs(analysis=analysis, runs=table).task_runs("mrpc")
+    assert runs is not None and runs["pair_encoding"].eq("cross").all() and len(runs) == len(table) - len(bi)
+    assert any(line.startswith("  cross vs bi: n = 200, alone, frozen 2: bi") for line in summary_lines(analysis))

@@ -128,7 +128,7 @@ def default_margin(metric: str) -> float:
 
 
 def noninferiority_sequence(
-    fit: FixedEffectsFit,
+    fit: FixedEffectsFit | pd.DataFrame,
     *,
     margin: float,
     reference: int = 0,
@@ -142,7 +142,9 @@ def noninferiority_sequence(
     fit
         A fitted model that :func:`freezestats.stats.contrasts_vs_reference` accepts (a
         :class:`~freezestats.stats.MixedFit` from :func:`~freezestats.stats.fit_mixed`, or an
-        :class:`~freezestats.stats.OlsFit`).
+        :class:`~freezestats.stats.OlsFit`), or a table of its contrasts against the reference from another
+        method (``train_size, frozen_layers, reference, estimate, se, df``: the two-part contrasts, when runs
+        fail). A contrast without a standard error (NaN) is never shown non-inferior, so its sequence stops there.
     margin
         Non-inferiority margin on the response scale, > 0 (``0.01`` = one accuracy point); fix it before looking
         at the data, e.g. with :func:`default_margin`.
@@ -215,7 +217,6 @@ def noninferiority_sequence(
     Westfall, P. H. & Krishen, A. (2001). Optimally weighted, fixed sequence and gatekeeper multiple testing
     procedures. *J. Statist. Plann. Inference* 99(1), 25-40.
     """
-    fit = _check_fit(fit, "noninferiority_sequence")
     _check_margin(margin, "noninferiority_sequence")
     _check_alpha(alpha, "noninferiority_sequence")
     if adjust_across not in _ADJUST_ACROSS:
@@ -223,7 +224,14 @@ def noninferiority_sequence(
             f"noninferiority_sequence: `adjust_across` must be one of {list(_ADJUST_ACROSS)}, but got "
             f"adjust_across={adjust_across!r}."
         )
-    table = contrasts_vs_reference(fit, reference=reference, adjust="none")
+    if isinstance(fit, pd.DataFrame):
+        table = fit[fit["reference"] == reference] if "reference" in fit.columns else fit.assign(reference=reference)
+        if table.empty:
+            raise ModelFitError(f"noninferiority_sequence: no contrast against reference={reference} in the table.")
+        table = table[["train_size", "frozen_layers", "reference", "estimate", "se", "df"]]
+    else:
+        fit = _check_fit(fit, "noninferiority_sequence")
+        table = contrasts_vs_reference(fit, reference=reference, adjust="none")
     table = order_by_depth(table)
     n_sizes = int(table["train_size"].nunique())
     level = alpha / n_sizes if adjust_across == "sizes" else alpha

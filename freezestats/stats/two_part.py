@@ -9,9 +9,8 @@ model the two parts where each is estimable:
 .. math:: m_{kn} = (1 - p_{kn})\,h_{kn} + p_{kn}\,b_{kn},
 
 with :math:`h_{kn}` the healthy runs' mean (the mixed model fitted without failed runs), :math:`p_{kn}` the
-failure probability from a Firth logistic model with frozen-level and train-size effects and a
-per-level slope in log2(size) (which borrows the failure rate across cells: 175 runs instead of 5, while
-letting deep freezing fail at every size and shallow levels at small sizes only), and :math:`b_{kn}` the
+failure probability from a binomial GLMM that pools levels and cells (:mod:`freezestats.stats.failure_rates_pooled`:
+log2(size) + (1 | level) + (1 | level:size); cells where every run failed have P = 1), and :math:`b_{kn}` the
 mean score of the cell's failed runs, or of the size's where the cell has none (taken as known: it is the
 majority rate up to a few items, but a collapsed run's held-out score still varies by a point or two, and where
 every run of a size failed :math:`b` is all the contrast has). The contrast :math:`m_{kn} - m_{0n}` gets its
@@ -31,6 +30,7 @@ from scipy import special, stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.emm import _design_rows
+from freezestats.stats.failure_rates_pooled import pooled_failure_probabilities
 from freezestats.stats.failures import _firth
 from freezestats.stats.mixed import fit_mixed
 
@@ -48,12 +48,15 @@ def two_part_contrasts(
     *,
     reference: int = 0,
     variance: str = "per_size",
+    failure_model: str = "pooled",
     confidence: float = 0.95,
 ) -> pd.DataFrame:
     """Each frozen level minus the reference, per train size, on the expected score with failures included.
 
     ``runs`` is one task's grid runs with a boolean ``failed`` column (the analysis passes failure judged on
-    the analysed metric's checkpoint); the healthy runs' mixed model is fitted with ``variance``. Returns
+    the analysed metric's checkpoint); the healthy runs' mixed model is fitted with ``variance``. P(fail) comes
+    from ``failure_model``: ``pooled`` (:mod:`freezestats.stats.failure_rates_pooled`, the default) or ``firth``
+    (one coefficient per level and a per-level slope in log2 size, the model before it). Returns
     :data:`TWO_PART_COLUMNS`, one row per (size, level); with no failure at all it is the healthy model's
     contrasts.
     """
@@ -63,7 +66,12 @@ def two_part_contrasts(
     if failed.all():
         raise ModelFitError("two_part_contrasts: every run failed, so there is no healthy mean to model.")
     healthy = fit_mixed(runs, response, include_failed=False, variance=variance)
-    p_fail, p_grad = _failure_probabilities(runs, failed)
+    if failure_model not in ("pooled", "firth"):
+        raise ModelFitError(f"`failure_model` must be 'pooled' or 'firth', but got {failure_model!r}.")
+    if failure_model == "pooled":
+        p_fail, p_grad = pooled_failure_probabilities(runs, failed)
+    else:
+        p_fail, p_grad = _failure_probabilities(runs, failed)
     values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
     sizes = runs["train_size"].to_numpy()
     levels = runs["frozen_layers"].to_numpy()
@@ -158,8 +166,10 @@ def _contrast(size, level, reference, part, ref, p_fail, p_grad, b, healthy, con
         v_healthy = (1 - pk) ** 2 * v_k + (1 - p0) ** 2 * v_0
         df_healthy = 4.0
     v_fail = 0.0
-    if p_grad[(level, size)] is not None:
-        (gk, cov), (g0, _) = p_grad[(level, size)], p_grad[(reference, size)]
+    known = [g for g in (p_grad[(level, size)], p_grad[(reference, size)]) if g is not None]
+    if known:  # a cell whose P is 0 or 1 by rule (None) adds no failure variance
+        cov = known[0][1]
+        gk, g0 = (np.zeros(len(cov)) if g is None else g[0] for g in (p_grad[(level, size)], p_grad[(reference, size)]))
         a = (b - h_k) * gk - (b_ref - h_0) * g0
         v_fail = float(a @ cov @ a)
     v_b_parts = (pk**2 * v_b, p0**2 * v_b_ref)  # the failed means' own sampling variance

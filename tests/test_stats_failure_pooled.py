@@ -1,0 +1,117 @@
+"""The pooled failure model of the two-part contrasts: glmer's fit, its structural cells, and its pooling."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from freezestats.stats.failure_rates_pooled import pooled_failure_probabilities
+from freezestats.stats.laplace import RandomTerm, fit_binomial_laplace
+
+DATA = Path(__file__).parent / "data"
+
+
+def _fixture() -> pd.DataFrame:
+    return pd.read_csv(DATA / "failure_glmm_fixture.csv")
+
+
+def _our_fit(table: pd.DataFrame):
+    fit_rows = table[table["in_fit"] == 1]
+    cell_codes, cells = pd.factorize(fit_rows["cell"])
+    level_codes, levels = pd.factorize(fit_rows["frozen_layers"])
+    terms = [
+        RandomTerm("level:size", cell_codes, np.zeros(len(cells), dtype=int), ("level:size",)),
+        RandomTerm("level", level_codes, np.zeros(len(levels), dtype=int), ("level",)),
+    ]
+    x = np.column_stack([np.ones(len(fit_rows)), fit_rows["log2_size_c"].to_numpy()])
+    y = fit_rows["failed"].to_numpy()
+    return fit_binomial_laplace(y, np.ones_like(y), x, terms), list(cells), [str(v) for v in levels]
+
+
+def _compare(reference: dict) -> None:
+    fit, cells, levels = _our_fit(_fixture())
+    np.testing.assert_allclose(fit.beta, reference["beta"], atol=1e-4)
+    np.testing.assert_allclose(fit.sd, [reference["sd"]["cell"], reference["sd"]["level"]], atol=1e-4)
+    np.testing.assert_allclose(fit.modes[: len(cells)], [reference["modes_cell"][c] for c in cells], atol=1e-4)
+    np.testing.assert_allclose(fit.modes[len(cells) :], [reference["modes_level"][v] for v in levels], atol=1e-4)
+    np.testing.assert_allclose(fit.cov_beta_conditional, reference["vcov_conditional"], rtol=1e-3)
+    assert fit.deviance == pytest.approx(reference["deviance"], abs=1e-5)
+
+
+def test_the_fixture_is_what_its_generator_writes() -> None:
+    import sys
+
+    sys.path.insert(0, str(DATA))
+    from make_failure_glmm_fixture import fixture
+
+    pd.testing.assert_frame_equal(fixture().reset_index(drop=True), _fixture(), check_dtype=False, atol=1e-12)
+
+
+def test_the_failure_glmm_matches_the_committed_glmer_fit() -> None:
+    _compare(json.loads((DATA / "failure_glmm_reference.json").read_text()))
+
+
+def test_the_failure_glmm_matches_glmer_run_now(tmp_path: Path) -> None:
+    rscript = shutil.which("Rscript")
+    if rscript is None:
+        pytest.skip("needs Rscript with lme4 and jsonlite (apt: r-base-core r-cran-lme4 r-cran-jsonlite)")
+    out = tmp_path / "reference.json"
+    subprocess.run(
+        [rscript, str(DATA / "failure_glmm_reference.R"), str(DATA / "failure_glmm_fixture.csv"), str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    _compare(json.loads(out.read_text()))
+
+
+def test_the_model_gives_the_glmm_probabilities_and_a_prediction_covariance() -> None:
+    table = _fixture()
+    p, grad = pooled_failure_probabilities(table, table["failed"].to_numpy().astype(bool))
+    fit, cells, levels = _our_fit(table)
+    for name, (level, size) in [(c, tuple(map(int, c.split(":")))) for c in cells[:5]]:
+        row = table[table["cell"] == name].iloc[0]
+        eta = fit.beta[0] + fit.beta[1] * row["log2_size_c"]
+        eta += fit.modes[cells.index(name)] + fit.modes[len(cells) + levels.index(str(level))]
+        assert p[(level, size)] == pytest.approx(1 / (1 + np.exp(-eta)), rel=1e-8)
+        gradient, cov = grad[(level, size)]
+        assert np.all(np.linalg.eigvalsh(cov) > 0) and gradient @ cov @ gradient > 0
+    structural = table.groupby("cell")["failed"].all()
+    for name in structural[structural].index:
+        level, size = map(int, name.split(":"))
+        assert p[(level, size)] == 1.0 and grad[(level, size)] is None
+
+
+def _runs(failures: dict[tuple[int, int], int], seeds: int = 5) -> tuple[pd.DataFrame, np.ndarray]:
+    rows, failed = [], []
+    for level in (0, 2, 4, 6):
+        for size in (50, 200, 1000):
+            k = failures.get((level, size), 0)
+            for seed in range(seeds):
+                rows.append({"frozen_layers": level, "train_size": size, "seed": seed})
+                failed.append(seed < k)
+    return pd.DataFrame(rows), np.array(failed)
+
+
+def test_without_failures_outside_structural_cells_every_p_is_exact() -> None:
+    runs, failed = _runs({(6, 50): 5, (6, 200): 5})
+    p, grad = pooled_failure_probabilities(runs, failed)
+    assert p[(6, 50)] == p[(6, 200)] == 1.0 and p[(0, 1000)] == p[(6, 1000)] == 0.0
+    assert all(g is None for g in grad.values())
+
+
+def test_levels_borrow_strength_and_a_failing_level_stands_out() -> None:
+    # level 6 fails in 7 of its 15 runs, the others in 1 of 15 each: level 6's P stays far above the rest, and
+    # a level with no failure is pulled up towards the others (not to 0, not to Firth's per-level ~2%)
+    failures = {(6, 50): 3, (6, 200): 2, (6, 1000): 2, (0, 50): 1, (2, 200): 1, (4, 50): 1}
+    runs, failed = _runs(failures)
+    p, grad = pooled_failure_probabilities(runs, failed)
+    assert p[(6, 200)] > 2 * max(p[(0, 200)], p[(2, 200)], p[(4, 200)])
+    assert 0.0 < p[(0, 1000)] < p[(6, 1000)]
+    assert grad[(0, 1000)] is not None
