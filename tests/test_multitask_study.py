@@ -7,7 +7,7 @@ its findings are in ``examples/multitask-minilm/``.
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +17,11 @@ from _factories import write_spec
 from freezestats._resources import bundled_path
 from freezestats.analysis_io import read_analysis
 from freezestats.cli import main
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 def _small_study(model: Path) -> dict:
