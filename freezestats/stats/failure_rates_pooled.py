@@ -73,7 +73,10 @@ def pooled_failure_probabilities(
         RandomTerm("level", level_codes, np.zeros(len(level_names), dtype=int), ("level",)),
     ]
     y = failed[rest].astype(int)
-    fit = fit_binomial_laplace(y, np.ones_like(y), x, terms)
+    try:
+        fit = fit_binomial_laplace(y, np.ones_like(y), x, terms)
+    except np.linalg.LinAlgError as err:
+        raise ModelFitError(f"the pooled failure model could not be fitted ({err})") from None
     sd_cell, sd_level = (float(fit.sd[0]), float(fit.sd[1]))
     u_cell, u_level = fit.modes[: len(cell_names)], fit.modes[len(cell_names) :]
     # Z and G^-1 of the components that are not at zero; a zero SD fixes its effects at 0 with no error

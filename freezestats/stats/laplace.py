@@ -537,13 +537,20 @@ class _LaplaceProblem:
 
 
 def _glm_start(k: np.ndarray, n: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Binomial GLM by Newton's method from the empirical logits: glmer's starting fixed effects."""
+    """Binomial GLM by Newton's method from the empirical logits: glmer's starting fixed effects.
+
+    Where the GLM is separated (e.g. every failure at the smallest size), it has no finite optimum and Newton's
+    steps run off towards infinite logits; the start then stops before linear predictors beyond +-30, and the
+    random effects' fit, whose penalty keeps the modes finite, takes it from there.
+    """
     eta = np.log((k + 0.5) / (n - k + 0.5))
     beta = np.linalg.lstsq(x, eta, rcond=None)[0]
     for _ in range(50):
         mu = expit(x @ beta)
         w = n * mu * (1.0 - mu)
-        step = np.linalg.solve(x.T @ (w[:, None] * x), x.T @ (k - n * mu))
+        step = np.linalg.lstsq(x.T @ (w[:, None] * x), x.T @ (k - n * mu), rcond=None)[0]
+        if not np.all(np.isfinite(step)) or np.max(np.abs(x @ (beta + step))) > 30.0:
+            break
         beta = beta + step
         if np.max(np.abs(step)) < 1e-10:
             break

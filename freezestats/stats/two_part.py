@@ -68,10 +68,11 @@ def two_part_contrasts(
     healthy = fit_mixed(runs, response, include_failed=False, variance=variance)
     if failure_model not in ("pooled", "firth"):
         raise ModelFitError(f"`failure_model` must be 'pooled' or 'firth', but got {failure_model!r}.")
-    if failure_model == "pooled":
-        p_fail, p_grad = pooled_failure_probabilities(runs, failed)
-    else:
-        p_fail, p_grad = _failure_probabilities(runs, failed)
+    try:
+        pooled = pooled_failure_probabilities(runs, failed) if failure_model == "pooled" else None
+    except ModelFitError:  # a degenerate failure pattern: the per-level Firth model always has an estimate
+        pooled = None
+    p_fail, p_grad = pooled if pooled is not None else _failure_probabilities(runs, failed)
     values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
     sizes = runs["train_size"].to_numpy()
     levels = runs["frozen_layers"].to_numpy()
