@@ -38,12 +38,13 @@ from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed, paired_contrasts, simulate_results, true_cell_means
 from freezestats.stats.failures import flag_failures
 from freezestats.stats.simulate import blog_run_sds
-from freezestats.stats.two_part import two_part_contrasts
+from freezestats.stats.two_part import failures_within_cells, two_part_contrasts
 
-METHODS = ("per_size", "per_cell", "pooled", "paired", "two_part", "two_part_cell", "two_part_cell_firth")
+METHODS = ("per_size", "per_cell", "pooled", "paired", "two_part", "two_part_cell", "two_part_cell_firth", "auto")
 DEFAULT_METHODS = ("per_size", "pooled", "paired")  # per_cell: ~1 s a fit with 35 variances; opt in
 FAIL_RATE = {"a": 0.0, "b": 0.05}
 SEED_SD, SEED_SIZE_SD = 0.01, 0.005
+AUTO_CHOICES: dict[str, int] = {}  # what method "auto" chose, over all studies of the run
 
 
 def simulate(scenario: str, rng: int) -> pd.DataFrame:
@@ -64,8 +65,11 @@ def truth(scenario: str) -> pd.DataFrame:
 
 def intervals(table: pd.DataFrame, method: str) -> pd.DataFrame:
     """Per-comparison 95% intervals of each frozen-vs-0 contrast by one method."""
+    failed = flag_failures(table, checkpoint="best", rule="binomial").fillna(False).astype(bool)
+    if method == "auto":  # as `analyze` answers: two-part (per cell) where some cell mixes failed and healthy runs
+        method = "two_part_cell" if failures_within_cells(table, failed) else "per_size"
+        AUTO_CHOICES[method] = AUTO_CHOICES.get(method, 0) + 1
     if method.startswith("two_part"):  # as `analyze` runs it: failure judged by the binomial rule on best_dev's
-        failed = flag_failures(table, checkpoint="best", rule="binomial").fillna(False).astype(bool)
         variance = "per_cell" if method.startswith("two_part_cell") else "per_size"
         model = "firth" if method.endswith("_firth") else "pooled"
         out = two_part_contrasts(
@@ -81,10 +85,12 @@ def intervals(table: pd.DataFrame, method: str) -> pd.DataFrame:
 def run(scenarios: list[str], n_studies: int, methods: tuple[str, ...] = METHODS) -> dict:
     hits: dict[tuple[str, str], list[pd.DataFrame]] = {}
     errors: dict[str, int] = {}
+    choices: dict[str, dict[str, int]] = {}  # per scenario: how often "auto" chose each method
     started = time.perf_counter()
     with Progress() as progress:
         for scenario in scenarios:
             target = truth(scenario)
+            AUTO_CHOICES.clear()
             task = progress.add_task(f"scenario {scenario}", total=n_studies)
             for i in range(n_studies):
                 table = simulate(scenario, rng=10_000 * ord(scenario) + i)
@@ -97,6 +103,7 @@ def run(scenarios: list[str], n_studies: int, methods: tuple[str, ...] = METHODS
                     ci["covered"] = (ci["ci_low"] <= ci["truth"]) & (ci["truth"] <= ci["ci_high"])
                     hits.setdefault((scenario, method), []).append(ci)
                 progress.advance(task)
+            choices[scenario] = dict(AUTO_CHOICES)
     rows = []
     for (scenario, method), frames in hits.items():
         cells = pd.concat(frames).groupby(["frozen_layers", "train_size"])["covered"].agg(["mean", "count"])
@@ -116,6 +123,7 @@ def run(scenarios: list[str], n_studies: int, methods: tuple[str, ...] = METHODS
         "n_studies": n_studies,
         "seconds": time.perf_counter() - started,
         "errors": errors,
+        "auto_choices": choices,
         "rows": rows,
     }
 
@@ -136,6 +144,9 @@ def report(result: dict) -> str:
                 for n in sorted(part["train_size"].unique())
             )
             lines.append(f"  {method:9s} {cells}")
+        chosen = result.get("auto_choices", {}).get(scenario)
+        if chosen:
+            lines.append(f"  auto chose: {', '.join(f'{m} in {k} studies' for m, k in sorted(chosen.items()))}")
         low = part[part["coverage"] < 0.90]
         if len(low):
             lines.append("  contrasts below 90%:")

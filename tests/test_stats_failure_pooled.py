@@ -22,25 +22,22 @@ def _fixture() -> pd.DataFrame:
 
 
 def _our_fit(table: pd.DataFrame):
-    fit_rows = table[table["in_fit"] == 1]
-    cell_codes, cells = pd.factorize(fit_rows["cell"])
-    level_codes, levels = pd.factorize(fit_rows["frozen_layers"])
-    terms = [
-        RandomTerm("level:size", cell_codes, np.zeros(len(cells), dtype=int), ("level:size",)),
-        RandomTerm("level", level_codes, np.zeros(len(levels), dtype=int), ("level",)),
-    ]
-    x = np.column_stack([np.ones(len(fit_rows)), fit_rows["log2_size_c"].to_numpy()])
-    y = fit_rows["failed"].to_numpy()
-    return fit_binomial_laplace(y, np.ones_like(y), x, terms), list(cells), [str(v) for v in levels]
+    """The GLMM as failure_rates_pooled fits it, with the level names R gives the modes."""
+    parts = {"cell": table["cell"], "level": table["frozen_layers"], "size": table["train_size"]}
+    codes = {name: pd.factorize(values) for name, values in parts.items()}
+    terms = [RandomTerm(name, c, np.zeros(len(levels), dtype=int), (name,)) for name, (c, levels) in codes.items()]
+    y = table["failed"].to_numpy()
+    fit = fit_binomial_laplace(y, np.ones_like(y), np.ones((len(y), 1)), terms)
+    return fit, {name: [str(v) for v in levels] for name, (_, levels) in codes.items()}
 
 
 def _compare(reference: dict) -> None:
-    fit, cells, levels = _our_fit(_fixture())
-    np.testing.assert_allclose(fit.beta, reference["beta"], atol=1e-4)
-    np.testing.assert_allclose(fit.sd, [reference["sd"]["cell"], reference["sd"]["level"]], atol=1e-4)
-    np.testing.assert_allclose(fit.modes[: len(cells)], [reference["modes_cell"][c] for c in cells], atol=1e-4)
-    np.testing.assert_allclose(fit.modes[len(cells) :], [reference["modes_level"][v] for v in levels], atol=1e-4)
-    np.testing.assert_allclose(fit.cov_beta_conditional, reference["vcov_conditional"], rtol=1e-3)
+    fit, names = _our_fit(_fixture())
+    np.testing.assert_allclose(fit.beta, np.atleast_1d(reference["beta"]), atol=1e-4)
+    np.testing.assert_allclose(fit.sd, [reference["sd"][k] for k in ("cell", "level", "size")], atol=1e-4)
+    expected = [reference[f"modes_{name}"][v] for name in ("cell", "level", "size") for v in names[name]]
+    np.testing.assert_allclose(fit.modes, expected, atol=1e-4)
+    np.testing.assert_allclose(fit.cov_beta_conditional, np.atleast_2d(reference["vcov_conditional"]), rtol=1e-3)
     assert fit.deviance == pytest.approx(reference["deviance"], abs=1e-5)
 
 
@@ -74,18 +71,16 @@ def test_the_failure_glmm_matches_glmer_run_now(tmp_path: Path) -> None:
 def test_the_model_gives_the_glmm_probabilities_and_a_prediction_covariance() -> None:
     table = _fixture()
     p, grad = pooled_failure_probabilities(table, table["failed"].to_numpy().astype(bool))
-    fit, cells, levels = _our_fit(table)
-    for name, (level, size) in [(c, tuple(map(int, c.split(":")))) for c in cells[:5]]:
-        row = table[table["cell"] == name].iloc[0]
-        eta = fit.beta[0] + fit.beta[1] * row["log2_size_c"]
-        eta += fit.modes[cells.index(name)] + fit.modes[len(cells) + levels.index(str(level))]
+    fit, names = _our_fit(table)
+    modes = dict(zip([f"{k}={v}" for k in ("cell", "level", "size") for v in names[k]], fit.modes, strict=True))
+    for name in names["cell"]:
+        level, size = map(int, name.split(":"))
+        eta = fit.beta[0] + modes[f"cell={name}"] + modes[f"level={level}"] + modes[f"size={size}"]
         assert p[(level, size)] == pytest.approx(1 / (1 + np.exp(-eta)), rel=1e-8)
         gradient, cov = grad[(level, size)]
         assert np.all(np.linalg.eigvalsh(cov) > 0) and gradient @ cov @ gradient > 0
-    structural = table.groupby("cell")["failed"].all()
-    for name in structural[structural].index:
-        level, size = map(int, name.split(":"))
-        assert p[(level, size)] == 1.0 and grad[(level, size)] is None
+    every = table.groupby(["frozen_layers", "train_size"])["failed"].all()
+    assert all(0.5 < p[cell] < 1.0 for cell in every[every].index)  # all-failed cells: high, not certain
 
 
 def _runs(failures: dict[tuple[int, int], int], seeds: int = 5) -> tuple[pd.DataFrame, np.ndarray]:
@@ -99,11 +94,12 @@ def _runs(failures: dict[tuple[int, int], int], seeds: int = 5) -> tuple[pd.Data
     return pd.DataFrame(rows), np.array(failed)
 
 
-def test_without_failures_outside_structural_cells_every_p_is_exact() -> None:
-    runs, failed = _runs({(6, 50): 5, (6, 200): 5})
+def test_without_failures_or_with_only_failures_every_p_is_exact() -> None:
+    runs, failed = _runs({})
     p, grad = pooled_failure_probabilities(runs, failed)
-    assert p[(6, 50)] == p[(6, 200)] == 1.0 and p[(0, 1000)] == p[(6, 1000)] == 0.0
-    assert all(g is None for g in grad.values())
+    assert set(p.values()) == {0.0} and all(g is None for g in grad.values())
+    p, grad = pooled_failure_probabilities(runs, np.ones(len(runs), dtype=bool))
+    assert set(p.values()) == {1.0} and all(g is None for g in grad.values())
 
 
 def test_levels_borrow_strength_and_a_failing_level_stands_out() -> None:

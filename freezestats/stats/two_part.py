@@ -9,8 +9,8 @@ model the two parts where each is estimable:
 .. math:: m_{kn} = (1 - p_{kn})\,h_{kn} + p_{kn}\,b_{kn},
 
 with :math:`h_{kn}` the healthy runs' mean (the mixed model fitted without failed runs), :math:`p_{kn}` the
-failure probability from a binomial GLMM that pools levels and cells (:mod:`freezestats.stats.failure_rates_pooled`:
-log2(size) + (1 | level) + (1 | level:size); cells where every run failed have P = 1), and :math:`b_{kn}` the
+failure probability from a binomial GLMM that pools levels, sizes and cells
+(:mod:`freezestats.stats.failure_rates_pooled`: (1 | level) + (1 | size) + (1 | level:size)), and :math:`b_{kn}` the
 mean score of the cell's failed runs, or of the size's where the cell has none (taken as known: it is the
 majority rate up to a few items, but a collapsed run's held-out score still varies by a point or two, and where
 every run of a size failed :math:`b` is all the contrast has). The contrast :math:`m_{kn} - m_{0n}` gets its
@@ -34,7 +34,7 @@ from freezestats.stats.failure_rates_pooled import pooled_failure_probabilities
 from freezestats.stats.failures import _firth
 from freezestats.stats.mixed import fit_mixed
 
-__all__ = ["TWO_PART_COLUMNS", "two_part_contrasts"]
+__all__ = ["TWO_PART_COLUMNS", "failures_within_cells", "two_part_contrasts"]
 
 TWO_PART_COLUMNS = [
     "train_size", "frozen_layers", "reference", "estimate", "se", "df", "ci_low", "ci_high", "p_val",
@@ -98,6 +98,19 @@ def two_part_contrasts(
             part = _healthy_part(healthy, runs, values, failed, level, size, b[0], run_var)
             rows.append(_contrast(size, level, reference, part, ref, p_fail, p_grad, (b, b_ref), healthy, confidence))
     return pd.DataFrame(rows)[TWO_PART_COLUMNS]
+
+
+def failures_within_cells(runs: pd.DataFrame, failed: np.ndarray | pd.Series) -> bool:
+    """Whether some cell has failed *and* healthy runs: then its scores are a healthy spread plus far outliers,
+    which no normal model of the cell covers, and the answer comes from the two-part contrasts.
+
+    Cells where every run failed (a fully frozen encoder, or a size too small for any depth) do not count: they
+    are a point mass at the majority rate that a normal model with a floored variance describes, and the
+    per-size model covers their contrasts (``bench/coverage.py``, scenario a).
+    """
+    flags = pd.Series(np.asarray(failed, dtype=bool), index=runs.index)
+    by_cell = flags.groupby([runs["frozen_layers"], runs["train_size"]]).agg(["any", "all"])
+    return bool((by_cell["any"] & ~by_cell["all"]).any())
 
 
 def _failed_mean(scores: np.ndarray) -> tuple[float, float, float]:

@@ -5,10 +5,9 @@
 #   Rscript tests/data/failure_glmm_reference.R [FIXTURE_CSV [OUTPUT_JSON]]
 #
 # Defaults: tests/data/failure_glmm_fixture.csv -> tests/data/failure_glmm_reference.json. The fixture is written
-# by tests/data/make_failure_glmm_fixture.py; runs in cells where every run failed (in_fit = 0) are left out, as
-# freezestats.stats.failure_rates_pooled leaves them out.
-# Model: failed ~ log2_size_c + (1 | cell) + (1 | frozen_layers), binomial.
-# Written: fixed effects, the two SDs, the conditional modes per cell and per level, and vcov(use.hessian = FALSE)
+# by tests/data/make_failure_glmm_fixture.py.
+# Model: failed ~ 1 + (1 | cell) + (1 | frozen_layers) + (1 | train_size), binomial.
+# Written: the intercept, the three SDs, the conditional modes per cell, level and size, and vcov(use.hessian = FALSE)
 # (the fixed effects' covariance given the SDs: the beta block of the mixed-model equations' inverse).
 
 suppressPackageStartupMessages({
@@ -23,20 +22,22 @@ fixture <- if (length(args) >= 1) args[[1]] else file.path(here, "failure_glmm_f
 output <- if (length(args) >= 2) args[[2]] else file.path(here, "failure_glmm_reference.json")
 
 d <- read.csv(fixture)
-d <- d[d$in_fit == 1, ]
 d$cell <- factor(d$cell)
 d$frozen_layers <- factor(d$frozen_layers)
+d$train_size <- factor(d$train_size)
 control <- glmerControl(optimizer = "bobyqa", tolPwrss = 1e-12, optCtrl = list(rhoend = 1e-10, maxfun = 1e5))
-fit <- glmer(failed ~ log2_size_c + (1 | cell) + (1 | frozen_layers), data = d, family = binomial, nAGQ = 1,
-             control = control)
+fit <- glmer(failed ~ 1 + (1 | cell) + (1 | frozen_layers) + (1 | train_size), data = d, family = binomial,
+             nAGQ = 1, control = control)
 vc <- as.data.frame(VarCorr(fit))
 re <- ranef(fit)
 out <- list(
   lme4_version = as.character(packageVersion("lme4")),
   beta = unname(fixef(fit)),
-  sd = list(cell = vc$sdcor[vc$grp == "cell"], level = vc$sdcor[vc$grp == "frozen_layers"]),
+  sd = list(cell = vc$sdcor[vc$grp == "cell"], level = vc$sdcor[vc$grp == "frozen_layers"],
+            size = vc$sdcor[vc$grp == "train_size"]),
   modes_cell = setNames(as.list(re$cell[, 1]), rownames(re$cell)),
   modes_level = setNames(as.list(re$frozen_layers[, 1]), rownames(re$frozen_layers)),
+  modes_size = setNames(as.list(re$train_size[, 1]), rownames(re$train_size)),
   vcov_conditional = unname(as.matrix(vcov(fit, use.hessian = FALSE))),
   deviance = -2 * as.numeric(logLik(fit))
 )

@@ -45,10 +45,6 @@ def fixture() -> pd.DataFrame:
     draws = np.random.default_rng(STUDY_SEED).random(len(out))
     out["failed"] = (out["failed"].astype(bool) | (draws < extra)).astype(int)
     out["cell"] = out["frozen_layers"].astype(str) + ":" + out["train_size"].astype(str)
-    every = out.groupby("cell")["failed"].transform("all").astype(bool)  # structural cells stay out of the fit
-    log_size = np.log2(out["train_size"].to_numpy(dtype=float))
-    out["log2_size_c"] = log_size - log_size[~every.to_numpy()].mean()
-    out["in_fit"] = (~every).astype(int)
     return out
 
 
