@@ -121,9 +121,14 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"[{task}]")
         if answers is not None and (answers["task"] == task).any():
             family = "all train sizes (Bonferroni)" if s.get("adjust_across") == "sizes" else "each train size"
+            source = (
+                "; two-part contrasts: some cells mix failed and healthy runs"
+                if s.get("answer_from", {}).get(task) == "two_part"
+                else ""
+            )
             lines.append(
                 f"  answer (non-inferiority, margin {s['margins'].get(task)}, fixed sequence shallow to deep; "
-                f"family: {family}):"
+                f"family: {family}{source}):"
             )
             lines.extend(f"    {statement}" for statement in answers.loc[answers["task"] == task, "statement"])
             lines.append(f"  superiority contrasts ({s['adjust']}-adjusted within a size; not shown ≠ no cost):")

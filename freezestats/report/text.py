@@ -101,10 +101,18 @@ def answer(inputs: ReportInputs) -> str:
             + ". ".join(sentences)
             + "."
             + (f" {extra}" if extra else "")
-            + f" (Margin {margin:g}; depths tested shallow to deep, stopping at the first that fails; {family}.)"
+            + f" (Margin {margin:g}; depths tested shallow to deep, stopping at the first that fails; {family}"
+            + (_TWO_PART_NOTE if settings.get("answer_from", {}).get(task) == "two_part" else "")
+            + ".)"
             + _items_sentence(inputs.analysis.tables.get("noninferiority_items"), task)
         )
     return "\n\n".join(paragraphs)
+
+
+_TWO_PART_NOTE = (
+    "; some cells mix failed and healthy runs, so the costs are those of the expected score with failures, "
+    "P(fail) × the failed runs' score + (1 − P(fail)) × the healthy mean (two-part contrasts)"
+)
 
 
 def _items_sentence(table: pd.DataFrame | None, task: str) -> str:
