@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from _r_reference import r_reference
 
 from freezestats.stats.failure_rates_pooled import pooled_failure_probabilities
 from freezestats.stats.laplace import RandomTerm, fit_binomial_laplace
@@ -54,18 +53,9 @@ def test_the_failure_glmm_matches_the_committed_glmer_fit() -> None:
     _compare(json.loads((DATA / "failure_glmm_reference.json").read_text()))
 
 
-def test_the_failure_glmm_matches_glmer_run_now(tmp_path: Path) -> None:
-    rscript = shutil.which("Rscript")
-    if rscript is None:
-        pytest.skip("needs Rscript with lme4 and jsonlite (apt: r-base-core r-cran-lme4 r-cran-jsonlite)")
-    out = tmp_path / "reference.json"
-    subprocess.run(
-        [rscript, str(DATA / "failure_glmm_reference.R"), str(DATA / "failure_glmm_fixture.csv"), str(out)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    _compare(json.loads(out.read_text()))
+def test_the_failure_glmm_matches_glmer_run_now_where_r_is(tmp_path: Path) -> None:
+    script, fixture, committed = "failure_glmm_reference.R", "failure_glmm_fixture.csv", "failure_glmm_reference.json"
+    _compare(r_reference(script, fixture, committed, ("lme4", "jsonlite"), tmp_path))
 
 
 def test_the_model_gives_the_glmm_probabilities_and_a_prediction_covariance() -> None:

@@ -72,7 +72,9 @@ def choose_workers(
 ) -> WorkerLayout:
     """The layout for ``requested`` (a count, or ``auto``) on this machine, with the reason in words."""
     if requested != AUTO:
-        return WorkerLayout(int(requested), f"{requested} worker process(es), as asked (--workers).")
+        return WorkerLayout(
+            int(requested), f"{requested} worker process(es), as asked (--workers or ${WORKERS_ENV_VAR})."
+        )
     if devices:
         return WorkerLayout(len(devices), f"auto: one worker per listed device ({', '.join(devices)}).")
     if device_type != "cpu":
