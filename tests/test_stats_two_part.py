@@ -56,3 +56,29 @@ def test_every_run_failed_is_refused_and_analyze_adds_the_table() -> None:
     result = analyze(runs, n_boot=50)
     table = result.tables["two_part_contrasts"]
     assert set(table["train_size"]) == set(runs["train_size"]) and (table["se"] > 0).all()
+
+
+def test_the_default_answer_covers_where_runs_collapse_and_the_per_size_model_does_not() -> None:
+    """A small version of bench/coverage.py, scenario b (5% of runs collapse; run SD per cell): 40 studies.
+
+    The contrasts picked are the per-size model's worst in the 1000-study bench (frozen 4 at n = 50, frozen 12
+    at n = 500); the default is what ``analyze`` answers with (two-part where some cell mixes failed and
+    healthy runs).
+    """
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from coverage import intervals, simulate, truth
+
+    target = truth("b").set_index(["frozen_layers", "train_size"])["truth"]
+    picked = [(4, 50), (12, 500)]
+    hits: dict[str, list[bool]] = {"auto": [], "per_size": []}
+    for i in range(40):
+        table = simulate("b", rng=90_000 + i)
+        for method in hits:
+            ci = intervals(table, method).set_index(["frozen_layers", "train_size"])
+            hits[method].extend(ci.loc[c, "ci_low"] <= target[c] <= ci.loc[c, "ci_high"] for c in picked)
+    rate = {method: float(np.mean(h)) for method, h in hits.items()}
+    assert rate["auto"] >= 0.85  # 80 intervals, nominal 95%: 2 MC SE ~ 0.05
+    assert rate["per_size"] < rate["auto"] - 0.05
