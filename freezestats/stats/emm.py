@@ -19,7 +19,7 @@ from scipy import optimize, stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats._design import standard_errors
-from freezestats.stats._multitest import adjust_p
+from freezestats.stats._multitest import adjusted_t_tests
 from freezestats.stats.models import FixedEffectsFit
 
 __all__ = ["contrasts_vs_reference", "equivalence_tests", "estimated_marginal_means"]
@@ -295,33 +295,28 @@ def contrasts_vs_reference(
     table, rows = _reference_rows(fit, reference, "contrasts_vs_reference")
     estimate, se, df = _estimate(fit, rows)
     t_stat = estimate / se
-    p_val = 2 * stats.t.sf(np.abs(t_stat), df)
-    p_adj = p_val.copy()
-    crit = stats.t.ppf(0.5 + confidence / 2, df)
-    crit_adj = crit.copy()
-    critical_values: dict[tuple[bytes, float], float] = {}
-    for size in fit.train_sizes:
-        idx = np.flatnonzero(table["train_size"].to_numpy() == size)
-        if adjust in ("holm", "bonferroni"):
-            p_adj[idx] = adjust_p(p_val[idx], adjust)
-            crit_adj[idx] = stats.t.ppf(1 - (1 - confidence) / (2 * len(idx)), df[idx])
-        elif adjust == "dunnett":
+    sizes = table["train_size"].to_numpy()
+    tests = adjusted_t_tests(estimate, se, df, sizes, "none" if adjust == "dunnett" else adjust, confidence)
+    if adjust == "dunnett":  # simultaneous from the contrasts' joint t distribution, per size
+        critical_values: dict[tuple[bytes, float], float] = {}
+        for size in fit.train_sizes:
+            idx = np.flatnonzero(sizes == size)
             cov = rows[idx] @ fit.cov_params @ rows[idx].T
-            p_adj[idx], crit_family = _dunnett(
-                t_stat[idx], cov, float(df[idx].min()), confidence, size, critical_values
-            )
-            crit[idx] = crit_adj[idx] = crit_family
+            p_family, crit = _dunnett(t_stat[idx], cov, float(df[idx].min()), confidence, size, critical_values)
+            tests["p_adj"][idx] = p_family
+            for side, sign in (("low", -1.0), ("high", 1.0)):
+                tests[f"ci_{side}"][idx] = tests[f"ci_{side}_adj"][idx] = estimate[idx] + sign * crit * se[idx]
     return table.assign(
         estimate=estimate,
         se=se,
         df=df,
-        ci_low=estimate - crit * se,
-        ci_high=estimate + crit * se,
-        ci_low_adj=estimate - crit_adj * se,
-        ci_high_adj=estimate + crit_adj * se,
+        ci_low=tests["ci_low"],
+        ci_high=tests["ci_high"],
+        ci_low_adj=tests["ci_low_adj"],
+        ci_high_adj=tests["ci_high_adj"],
         t=t_stat,
-        p_val=p_val,
-        p_adj=p_adj,
+        p_val=tests["p_val"],
+        p_adj=tests["p_adj"],
         adjust=adjust,
     )
 

@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats._design import standard_errors
-from freezestats.stats._multitest import adjust_p
+from freezestats.stats._multitest import adjusted_t_tests
 from freezestats.stats.emm import _design_rows
 from freezestats.stats.mixed import fit_mixed
 from freezestats.stats.strategies import strategy_codes
@@ -103,19 +102,9 @@ def _tests(out: pd.DataFrame, fit: object, rows: np.ndarray, adjust: str, confid
     estimate = rows @ fit.params  # type: ignore[attr-defined]
     se = standard_errors(np.einsum("ij,jk,ik->i", rows, fit.cov_params, rows))  # type: ignore[attr-defined]
     df = np.asarray(fit.contrast_df(rows), dtype=float)  # type: ignore[attr-defined]
-    out = out.assign(estimate=estimate, se=se, df=df)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["p_val"] = 2 * stats.t.sf(np.abs(estimate / se), df)
-    half = stats.t.ppf(0.5 + confidence / 2, df) * se
-    out["ci_low"], out["ci_high"] = estimate - half, estimate + half
-    out["p_adj"], out["ci_low_adj"], out["ci_high_adj"] = np.nan, np.nan, np.nan
-    for _, family in out.groupby(["comparison", "train_size"]):
-        idx = family.index
-        out.loc[idx, "p_adj"] = adjust_p(out.loc[idx, "p_val"].to_numpy(), adjust)
-        m = len(idx) if adjust in ("holm", "bonferroni") else 1  # Holm has no interval form: Bonferroni's
-        level = 1 - (1 - confidence) / m
-        crit = stats.t.ppf(0.5 + level / 2, out.loc[idx, "df"])
-        out.loc[idx, "ci_low_adj"] = out.loc[idx, "estimate"] - crit * out.loc[idx, "se"]
-        out.loc[idx, "ci_high_adj"] = out.loc[idx, "estimate"] + crit * out.loc[idx, "se"]
+    families = (out["comparison"].astype(str) + "|" + out["train_size"].astype(str)).to_numpy()
+    out = out.assign(
+        estimate=estimate, se=se, df=df, **adjusted_t_tests(estimate, se, df, families, adjust, confidence)
+    )
     out["adjust"] = adjust
     return out[SHARED_ENCODER_COLUMNS]
