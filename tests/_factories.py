@@ -81,3 +81,57 @@ def build_tiny_model(folder: Path) -> Path:
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def group_member(name: str, model: Path, glue_dir: Path, encoding: str = "cross", n_train: int = 48, n_val: int = 64):
+    """A task's small real splits (a nested subset of ``n_train``, the first ``n_val`` validation rows), encoded
+    ``encoding`` and named as the runner names them: what ``fine_tune`` and ``fine_tune_group`` train on."""
+    from dataclasses import replace
+
+    from freezestats.backbone import load_tokenizer
+    from freezestats.data import load_task_data
+    from freezestats.multitask import GroupMember
+    from freezestats.subsets import nested_subsets, validation_halves
+    from freezestats.tasks import get_task
+    from freezestats.training import encode_split
+
+    task = get_task(name)
+    data = load_task_data(task, glue_dir)
+    tokenizer = load_tokenizer(str(model))
+    rows = nested_subsets(data.train_labels, [n_train], draw_seed=0, regression=task.is_regression)[n_train]
+    train, val = data.train.iloc[rows], data.validation.iloc[:n_val]
+    cols = task.text_columns
+    enc_train = encode_split([train[c].tolist() for c in cols], train["label"].to_numpy(), tokenizer, 64, "", encoding)
+    enc_val = encode_split([val[c].tolist() for c in cols], val["label"].to_numpy(), tokenizer, 64, "", encoding)
+    select, score = validation_halves(enc_val.labels, regression=task.is_regression)
+    suffix = "" if encoding == "cross" else f"/{encoding}"
+    return GroupMember(
+        task,
+        task.metrics[0],
+        replace(enc_train, name=f"{name}/train{suffix}"),
+        replace(enc_val, name=f"{name}/validation{suffix}"),
+        select,
+        score,
+    )
+
+
+def fine_tune_alone(model: Path, member: Any, frozen: int, training: Any, **kwargs: Any) -> Any:
+    """``fine_tune`` on one :func:`group_member` as the single-task runner calls it (seed 3, rate 1e-3)."""
+    from freezestats.backbone import load_tokenizer
+    from freezestats.training import fine_tune
+
+    return fine_tune(
+        model_name=str(model),
+        task=member.task,
+        metric=member.metric,
+        train=member.train,
+        validation=member.validation,
+        select_idx=member.select_idx,
+        score_idx=member.score_idx,
+        frozen_layers=frozen,
+        seed=3,
+        learning_rate=1e-3,
+        training=training,
+        tokenizer=load_tokenizer(str(model)),
+        **kwargs,
+    )

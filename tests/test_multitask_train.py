@@ -8,38 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _factories import fine_tune_alone, group_member
 
 from freezestats.backbone import load_tokenizer
-from freezestats.data import load_task_data
 from freezestats.multitask import GroupMember, fine_tune_group
 from freezestats.multitask._steps import GroupSteps
 from freezestats.spec import GroupSpec, TrainingSpec
-from freezestats.subsets import nested_subsets, validation_halves
-from freezestats.tasks import get_task
-from freezestats.training import encode_split, fine_tune
 
 SPEC = TrainingSpec(epochs=2, batch_size=16, eval_every_epochs=0.5, device="cpu", precision="fp32")
-
-
-def _member(name: str, model: Path, glue_dir: Path, n_train: int = 48, n_val: int = 80) -> GroupMember:
-    """A task's small real splits, named as the runner names them."""
-    task = get_task(name)
-    data = load_task_data(task, glue_dir)
-    tokenizer = load_tokenizer(str(model))
-    rows = nested_subsets(data.train_labels, [n_train], draw_seed=0, regression=task.is_regression)[n_train]
-    train, val = data.train.iloc[rows], data.validation.iloc[:n_val]
-    cols = task.text_columns
-    enc_train = encode_split([train[c].tolist() for c in cols], train["label"].to_numpy(), tokenizer, 64)
-    enc_val = encode_split([val[c].tolist() for c in cols], val["label"].to_numpy(), tokenizer, 64)
-    select, score = validation_halves(enc_val.labels, regression=task.is_regression)
-    return GroupMember(
-        task,
-        task.metrics[0],
-        replace(enc_train, name=f"{name}/train"),
-        replace(enc_val, name=f"{name}/validation"),
-        select,
-        score,
-    )
 
 
 def _group(model: Path, group: GroupSpec, members: list[GroupMember], frozen: int, training: TrainingSpec = SPEC):
@@ -62,22 +38,9 @@ def _group(model: Path, group: GroupSpec, members: list[GroupMember], frozen: in
 def test_a_group_of_one_task_is_the_single_task_run(
     tiny_model: Path, glue_dir: Path, frozen: int, frozen_dropout: str
 ) -> None:
-    member = _member("sst2", tiny_model, glue_dir)
+    member = group_member("sst2", tiny_model, glue_dir, n_val=80)
     training = replace(SPEC, frozen_dropout=frozen_dropout)
-    alone = fine_tune(
-        model_name=str(tiny_model),
-        task=member.task,
-        metric=member.metric,
-        train=member.train,
-        validation=member.validation,
-        select_idx=member.select_idx,
-        score_idx=member.score_idx,
-        frozen_layers=frozen,
-        seed=3,
-        learning_rate=1e-3,
-        training=training,
-        tokenizer=load_tokenizer(str(tiny_model)),
-    )
+    alone = fine_tune_alone(tiny_model, member, frozen, training)
     together = _group(tiny_model, GroupSpec("just-sst2", ("sst2",)), [member], frozen, training)["sst2"]
     assert together.curve == alone.curve  # every point: step, epoch, train loss, every metric
     assert together.summary == alone.summary  # best_dev, final_dev, heldout
@@ -116,7 +79,10 @@ def test_freeze_for_some_tasks_leaves_the_frozen_weights_to_the_others(
     tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = _watch_steps(monkeypatch)
-    members = [_member("sst2", tiny_model, glue_dir), _member("stsb", tiny_model, glue_dir)]
+    members = [
+        group_member("sst2", tiny_model, glue_dir, n_val=80),
+        group_member("stsb", tiny_model, glue_dir, n_val=80),
+    ]
     group = GroupSpec("sst2+stsb", ("sst2", "stsb"), freeze_for=("stsb",))
     # Weight decay: a step with a zero gradient would shrink the weights, and AdamW's momentum would move them.
     outcomes = _group(tiny_model, group, members, frozen=1, training=replace(SPEC, weight_decay=0.1))
@@ -134,7 +100,10 @@ def test_freeze_for_all_never_updates_the_frozen_layers(
     tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = _watch_steps(monkeypatch)
-    members = [_member("sst2", tiny_model, glue_dir), _member("stsb", tiny_model, glue_dir)]
+    members = [
+        group_member("sst2", tiny_model, glue_dir, n_val=80),
+        group_member("stsb", tiny_model, glue_dir, n_val=80),
+    ]
     outcomes = _group(tiny_model, GroupSpec("sst2+stsb", ("sst2", "stsb")), members, frozen=1)
     assert len(seen) == 12 and all(unchanged for _, unchanged in seen)
     sst2, stsb = outcomes["sst2"], outcomes["stsb"]

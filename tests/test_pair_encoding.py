@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from _factories import fine_tune_alone, group_member
 
 from freezestats.backbone import load_classifier, load_tokenizer
-from freezestats.data import load_task_data
 from freezestats.exceptions import SpecError
-from freezestats.multitask import GroupMember, fine_tune_group
+from freezestats.multitask import fine_tune_group
 from freezestats.pair_encoding import BiEncoderClassifier, pair_model
 from freezestats.spec import GroupSpec, TrainingSpec
-from freezestats.subsets import nested_subsets, validation_halves
 from freezestats.tasks import get_task
-from freezestats.training import _encoding, encode_split, fine_tune
+from freezestats.training import _encoding, encode_split
 
 SPEC = TrainingSpec(epochs=2, batch_size=16, eval_every_epochs=0.5, device="cpu", precision="fp32")
 PAIRS = (["A man is playing a guitar.", "Two dogs run."], ["A man plays the guitar loudly.", "A cat sleeps."])
@@ -76,63 +74,10 @@ def test_unknown_or_misplaced_pair_encodings_fail_in_one_line(tiny_model: Path) 
         BiEncoderClassifier(classifier, get_task("sst2"))
 
 
-def _member(name: str, model: Path, glue_dir: Path, encoding: str, n_train: int = 48, n_val: int = 64) -> GroupMember:
-    task = get_task(name)
-    data = load_task_data(task, glue_dir)
-    tokenizer = load_tokenizer(str(model))
-    rows = nested_subsets(data.train_labels, [n_train], draw_seed=0, regression=task.is_regression)[n_train]
-    train, val = data.train.iloc[rows], data.validation.iloc[:n_val]
-    cols = task.text_columns
-    enc_train = encode_split([train[c].tolist() for c in cols], train["label"].to_numpy(), tokenizer, 64, "", encoding)
-    enc_val = encode_split([val[c].tolist() for c in cols], val["label"].to_numpy(), tokenizer, 64, "", encoding)
-    select, score = validation_halves(enc_val.labels, regression=task.is_regression)
-    suffix = "" if encoding == "cross" else f"/{encoding}"
-    return GroupMember(
-        task,
-        task.metrics[0],
-        replace(enc_train, name=f"{name}/train{suffix}"),
-        replace(enc_val, name=f"{name}/validation{suffix}"),
-        select,
-        score,
-    )
-
-
-def _alone(model: Path, member: GroupMember, frozen: int, encoding: str, **kwargs):
-    return fine_tune(
-        model_name=str(model),
-        task=member.task,
-        metric=member.metric,
-        train=member.train,
-        validation=member.validation,
-        select_idx=member.select_idx,
-        score_idx=member.score_idx,
-        frozen_layers=frozen,
-        seed=3,
-        learning_rate=1e-3,
-        training=SPEC,
-        tokenizer=load_tokenizer(str(model)),
-        pair_encoding=encoding,
-        **kwargs,
-    )
-
-
 def test_cross_by_name_is_the_default_run(tiny_model: Path, glue_dir: Path) -> None:
-    member = _member("mrpc", tiny_model, glue_dir, "cross")
-    default = _alone(tiny_model, member, 1, "cross")
-    again = fine_tune(
-        model_name=str(tiny_model),
-        task=member.task,
-        metric=member.metric,
-        train=member.train,
-        validation=member.validation,
-        select_idx=member.select_idx,
-        score_idx=member.score_idx,
-        frozen_layers=1,
-        seed=3,
-        learning_rate=1e-3,
-        training=SPEC,
-        tokenizer=load_tokenizer(str(tiny_model)),
-    )
+    member = group_member("mrpc", tiny_model, glue_dir, "cross")
+    default = fine_tune_alone(tiny_model, member, 1, SPEC, pair_encoding="cross")
+    again = fine_tune_alone(tiny_model, member, 1, SPEC)  # no pair_encoding argument at all
     assert again.curve == default.curve and np.array_equal(again.final_logits, default.final_logits)
     assert default.extra["eval_prefix_cached"]  # cross keeps the frozen-prefix cache
 
@@ -141,7 +86,7 @@ def test_cross_by_name_is_the_default_run(tiny_model: Path, glue_dir: Path) -> N
 def test_a_short_bi_run_trains_above_the_frozen_layers(
     tiny_model: Path, glue_dir: Path, task_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    member = _member(task_name, tiny_model, glue_dir, "bi")
+    member = group_member(task_name, tiny_model, glue_dir, "bi")
     models: list[torch.nn.Module] = []
     real = BiEncoderClassifier.__init__
 
@@ -152,7 +97,7 @@ def test_a_short_bi_run_trains_above_the_frozen_layers(
     monkeypatch.setattr(BiEncoderClassifier, "__init__", keep)
     torch.manual_seed(0)
     start = {k: v.clone() for k, v in load_classifier(str(tiny_model), 1, True).base_model.state_dict().items()}
-    outcome = _alone(tiny_model, member, 1, "bi")
+    outcome = fine_tune_alone(tiny_model, member, 1, SPEC, pair_encoding="bi")
     (model,) = models
     assert outcome.n_steps == 6 and np.isfinite(outcome.final_train_loss)
     assert not outcome.extra["eval_prefix_cached"]  # off for bi: every layer runs
@@ -164,13 +109,13 @@ def test_a_short_bi_run_trains_above_the_frozen_layers(
 
 
 def test_cross_encoded_examples_for_a_bi_run_are_refused(tiny_model: Path, glue_dir: Path) -> None:
-    member = _member("mrpc", tiny_model, glue_dir, "cross")
+    member = group_member("mrpc", tiny_model, glue_dir, "cross")
     with pytest.raises(SpecError, match="needs examples bi-encoded"):
-        _alone(tiny_model, member, 0, "bi")
+        fine_tune_alone(tiny_model, member, 0, SPEC, pair_encoding="bi")
 
 
 def test_a_group_trains_its_pair_task_as_a_bi_encoder(tiny_model: Path, glue_dir: Path) -> None:
-    members = [_member("sst2", tiny_model, glue_dir, "cross"), _member("mrpc", tiny_model, glue_dir, "bi")]
+    members = [group_member("sst2", tiny_model, glue_dir, "cross"), group_member("mrpc", tiny_model, glue_dir, "bi")]
     outcomes = fine_tune_group(
         model_name=str(tiny_model),
         group=GroupSpec("sst2+mrpc", ("sst2", "mrpc")),
@@ -188,8 +133,8 @@ def test_a_group_trains_its_pair_task_as_a_bi_encoder(tiny_model: Path, glue_dir
 
 
 def test_a_group_of_one_bi_task_is_the_single_task_bi_run(tiny_model: Path, glue_dir: Path) -> None:
-    member = _member("stsb", tiny_model, glue_dir, "bi")
-    alone = _alone(tiny_model, member, 0, "bi")
+    member = group_member("stsb", tiny_model, glue_dir, "bi")
+    alone = fine_tune_alone(tiny_model, member, 0, SPEC, pair_encoding="bi")
     together = fine_tune_group(
         model_name=str(tiny_model),
         group=GroupSpec("just-stsb", ("stsb",)),
