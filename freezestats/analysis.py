@@ -258,7 +258,11 @@ def analyze(
         two_part = None
         if model == "mixed":
             attempt("two_part_contrasts", task, lambda one=one: _two_part(one, response, reference))
-            two_part = _answer_contrasts(result, one, task)
+            # the default's answer; an explicit --variance pooled / per_cell answers from that model, to compare
+            if variance == "per_size":
+                two_part = _answer_contrasts(result, one, task)
+            else:
+                result.settings.setdefault("answer_from", {})[task] = "model"
         all_runs_fit = None
         for fit_name, include_failed in (("all_runs", True), ("without_failed", False)):
             labels = {"fit": fit_name}
