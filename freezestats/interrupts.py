@@ -6,6 +6,11 @@ with no reason (so the cell is counted as a failure of its own) or RUNNING until
 stale. The gate defers a first Ctrl-C outside the regions the runner marks as interruptible (the
 fine-tuning itself) and delivers it at the next safe point; a second Ctrl-C is delivered at once, so a
 user can always force a stop.
+
+SIGTERM is the same request from a machine: a batch scheduler preempting a job, ``kill``, a container
+stopping. Without the gate it kills the worker mid-trial, the trial stays RUNNING until its heartbeat goes
+stale, and then counts as a failure of its cell (one of its ``max_retries``). With it, SIGTERM is delivered
+as a KeyboardInterrupt like Ctrl-C: the cell goes back in the queue uncounted.
 """
 
 from __future__ import annotations
@@ -19,31 +24,36 @@ from types import FrameType, TracebackType
 __all__ = ["InterruptGate"]
 
 
+#: The handler each signal must have for the gate to take it over: Python's own for SIGINT (a process that
+#: ignores SIGINT, as background jobs do, keeps ignoring it), the default action (terminate) for SIGTERM.
+_TAKEN_OVER = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+
+
 class InterruptGate:
-    """Installs a SIGINT handler while entered (in the main thread, if Ctrl-C raises KeyboardInterrupt there)."""
+    """Installs SIGINT and SIGTERM handlers while entered (in the main thread, where each still has its default
+    behaviour: Ctrl-C raising KeyboardInterrupt, SIGTERM terminating)."""
 
     def __init__(self) -> None:
         self._open = False
         self._pending = False
-        self._previous: object = None
-        self._installed = False
+        self._previous: dict[int, object] = {}
 
     def __enter__(self) -> InterruptGate:
-        # Only where Python's own handler is active: a process that ignores SIGINT keeps ignoring it,
-        # and signal handlers can be set only from the main thread.
+        # Signal handlers can be set only from the main thread.
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.getsignal(signal.SIGINT)
-            if self._previous is signal.default_int_handler:
-                signal.signal(signal.SIGINT, self._handle)
-                self._installed = True
+            for signum, default in _TAKEN_OVER.items():
+                previous = signal.getsignal(signum)
+                if previous is default:
+                    self._previous[signum] = previous
+                    signal.signal(signum, self._handle)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
-            self._installed = False
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
+        self._previous = {}
         self._pending = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:

@@ -73,3 +73,19 @@ def test_outside_the_main_thread_the_gate_installs_nothing() -> None:
     thread.start()
     thread.join()
     assert seen == [(signal.default_int_handler, False)]
+
+
+def test_sigterm_is_the_same_request_and_the_default_action_comes_back() -> None:
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with InterruptGate() as gate:
+            os.kill(os.getpid(), signal.SIGTERM)  # would end the process here without the gate
+            assert gate.pending
+            with pytest.raises(KeyboardInterrupt), gate.interruptible():
+                pytest.fail("the deferred SIGTERM was not delivered on entry")
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # an ignored SIGTERM stays ignored
+        with InterruptGate():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -154,7 +154,11 @@ def test_changed_spec_for_existing_study_is_refused(
     assert sum(_cell_counts(tmp_path / "study.db").values()) == 1
 
 
-def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, signum: signal.Signals
+) -> None:
+    """Ctrl-C, or SIGTERM from a scheduler or ``kill``: the running cell goes back uncounted, the rerun resumes."""
     spec_path = _spec(tmp_path, tiny_model, grid={"train_sizes": [200, 400], "seeds": [1, 2]}, training={"epochs": 3})
     db = tmp_path / "study.db"
     storage = f"sqlite:///{db}"
@@ -197,7 +201,7 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(tmp_path: Path, tiny_model: 
         if "COMPLETE" in states and "RUNNING" in states:
             break
     assert proc.poll() is None, f"run ended before it could be interrupted: {proc.communicate()[0]}"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, output
     assert "Run the same command again to resume" in output

@@ -75,9 +75,11 @@ class WorkerPool:
                     poll()
                     time.sleep(1.0)
             except KeyboardInterrupt:
+                # SIGTERM, not SIGINT: a worker started from a background job inherits SIGINT ignored, while
+                # its gate (freezestats.interrupts) takes SIGTERM as the same request and requeues its cell.
                 for p in procs:
                     if p.poll() is None:
-                        p.send_signal(signal.SIGINT)
+                        p.send_signal(signal.SIGTERM)
                 for p in procs:
                     p.wait(timeout=120)
                 raise
