@@ -135,3 +135,22 @@ def fine_tune_alone(model: Path, member: Any, frozen: int, training: Any, **kwar
         tokenizer=load_tokenizer(str(model)),
         **kwargs,
     )
+
+
+def fine_tune_together(model: Path, group: Any, members: list, frozen: int, training: Any, **kwargs: Any) -> Any:
+    """``fine_tune_group`` on :func:`group_member` s with the seed and rate of :func:`fine_tune_alone`, so that a
+    group of one can be compared with its task trained alone."""
+    from freezestats.backbone import load_tokenizer
+    from freezestats.multitask import fine_tune_group
+
+    return fine_tune_group(
+        model_name=str(model),
+        group=group,
+        members=members,
+        frozen_layers=frozen,
+        seed=3,
+        learning_rate=1e-3,
+        training=training,
+        tokenizer=load_tokenizer(str(model)),
+        **kwargs,
+    )

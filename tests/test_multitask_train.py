@@ -8,27 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _factories import fine_tune_alone, group_member
+from _factories import fine_tune_alone, fine_tune_together, group_member
 
-from freezestats.backbone import load_tokenizer
-from freezestats.multitask import GroupMember, fine_tune_group
 from freezestats.multitask._steps import GroupSteps
 from freezestats.spec import GroupSpec, TrainingSpec
 
 SPEC = TrainingSpec(epochs=2, batch_size=16, eval_every_epochs=0.5, device="cpu", precision="fp32")
-
-
-def _group(model: Path, group: GroupSpec, members: list[GroupMember], frozen: int, training: TrainingSpec = SPEC):
-    return fine_tune_group(
-        model_name=str(model),
-        group=group,
-        members=members,
-        frozen_layers=frozen,
-        seed=3,
-        learning_rate=1e-3,
-        training=training,
-        tokenizer=load_tokenizer(str(model)),
-    )
 
 
 @pytest.mark.parametrize(
@@ -41,7 +26,7 @@ def test_a_group_of_one_task_is_the_single_task_run(
     member = group_member("sst2", tiny_model, glue_dir, n_val=80)
     training = replace(SPEC, frozen_dropout=frozen_dropout)
     alone = fine_tune_alone(tiny_model, member, frozen, training)
-    together = _group(tiny_model, GroupSpec("just-sst2", ("sst2",)), [member], frozen, training)["sst2"]
+    together = fine_tune_together(tiny_model, GroupSpec("just-sst2", ("sst2",)), [member], frozen, training)["sst2"]
     assert together.curve == alone.curve  # every point: step, epoch, train loss, every metric
     assert together.summary == alone.summary  # best_dev, final_dev, heldout
     assert (together.n_steps, together.final_train_loss) == (alone.n_steps, alone.final_train_loss)
@@ -85,7 +70,7 @@ def test_freeze_for_some_tasks_leaves_the_frozen_weights_to_the_others(
     ]
     group = GroupSpec("sst2+stsb", ("sst2", "stsb"), freeze_for=("stsb",))
     # Weight decay: a step with a zero gradient would shrink the weights, and AdamW's momentum would move them.
-    outcomes = _group(tiny_model, group, members, frozen=1, training=replace(SPEC, weight_decay=0.1))
+    outcomes = fine_tune_together(tiny_model, group, members, 1, replace(SPEC, weight_decay=0.1))
     tasks = [task for task, _ in seen]
     assert tasks.count("stsb") == tasks.count("sst2") == 6
     first_sst2 = tasks.index("sst2")
@@ -104,7 +89,7 @@ def test_freeze_for_all_never_updates_the_frozen_layers(
         group_member("sst2", tiny_model, glue_dir, n_val=80),
         group_member("stsb", tiny_model, glue_dir, n_val=80),
     ]
-    outcomes = _group(tiny_model, GroupSpec("sst2+stsb", ("sst2", "stsb")), members, frozen=1)
+    outcomes = fine_tune_together(tiny_model, GroupSpec("sst2+stsb", ("sst2", "stsb")), members, 1, SPEC)
     assert len(seen) == 12 and all(unchanged for _, unchanged in seen)
     sst2, stsb = outcomes["sst2"], outcomes["stsb"]
     assert set(sst2.curve[-1]["metrics"]) == {"accuracy"} and "pearson" in stsb.curve[-1]["metrics"]

@@ -7,11 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _factories import fine_tune_alone, group_member
+from _factories import fine_tune_alone, fine_tune_together, group_member
 
 from freezestats.backbone import load_classifier, load_tokenizer
 from freezestats.exceptions import SpecError
-from freezestats.multitask import fine_tune_group
 from freezestats.pair_encoding import BiEncoderClassifier, pair_model
 from freezestats.spec import GroupSpec, TrainingSpec
 from freezestats.tasks import get_task
@@ -116,16 +115,8 @@ def test_cross_encoded_examples_for_a_bi_run_are_refused(tiny_model: Path, glue_
 
 def test_a_group_trains_its_pair_task_as_a_bi_encoder(tiny_model: Path, glue_dir: Path) -> None:
     members = [group_member("sst2", tiny_model, glue_dir, "cross"), group_member("mrpc", tiny_model, glue_dir, "bi")]
-    outcomes = fine_tune_group(
-        model_name=str(tiny_model),
-        group=GroupSpec("sst2+mrpc", ("sst2", "mrpc")),
-        members=members,
-        frozen_layers=1,
-        seed=3,
-        learning_rate=1e-3,
-        training=SPEC,
-        tokenizer=load_tokenizer(str(tiny_model)),
-        pair_encoding="bi",
+    outcomes = fine_tune_together(
+        tiny_model, GroupSpec("sst2+mrpc", ("sst2", "mrpc")), members, 1, SPEC, pair_encoding="bi"
     )
     assert outcomes["sst2"].extra["eval_prefix_cached"]  # the single-sentence task keeps its cache
     assert not outcomes["mrpc"].extra["eval_prefix_cached"]
@@ -135,16 +126,7 @@ def test_a_group_trains_its_pair_task_as_a_bi_encoder(tiny_model: Path, glue_dir
 def test_a_group_of_one_bi_task_is_the_single_task_bi_run(tiny_model: Path, glue_dir: Path) -> None:
     member = group_member("stsb", tiny_model, glue_dir, "bi")
     alone = fine_tune_alone(tiny_model, member, 0, SPEC, pair_encoding="bi")
-    together = fine_tune_group(
-        model_name=str(tiny_model),
-        group=GroupSpec("just-stsb", ("stsb",)),
-        members=[member],
-        frozen_layers=0,
-        seed=3,
-        learning_rate=1e-3,
-        training=SPEC,
-        tokenizer=load_tokenizer(str(tiny_model)),
-        pair_encoding="bi",
-    )["stsb"]
+    together = fine_tune_together(tiny_model, GroupSpec("just-stsb", ("stsb",)), [member], 0, SPEC, pair_encoding="bi")
+    together = together["stsb"]
     assert together.curve == alone.curve
     assert np.array_equal(together.final_logits, alone.final_logits)
