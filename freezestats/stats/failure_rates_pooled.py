@@ -63,14 +63,15 @@ def pooled_failure_probabilities(
     if not failed.any() or failed.all():  # nothing to estimate: P is 0 (or 1) everywhere, exactly
         value = 1.0 if failed.any() else 0.0
         return {key: value for key in keys}, {key: None for key in keys}
-    fit_keys = keys
     x = np.ones((len(keys), 1))
     components = {  # name -> (codes, number of levels)
-        "level:size": pd.factorize(pd.Series(keys))[0],
-        "level": pd.factorize(levels)[0],
-        "size": pd.factorize(sizes)[0],
+        name: (codes, len(uniques))
+        for name, (codes, uniques) in {
+            "level:size": pd.factorize(pd.Series(keys)),
+            "level": pd.factorize(levels),
+            "size": pd.factorize(sizes),
+        }.items()
     }
-    components = {name: (codes, int(codes.max()) + 1) for name, codes in components.items()}
     terms = [
         RandomTerm(name, codes, np.zeros(n_levels, dtype=int), (name,))
         for name, (codes, n_levels) in components.items()
@@ -82,34 +83,27 @@ def pooled_failure_probabilities(
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model could not be fitted ({err})") from None
     # Z and G^-1 of the components that are not at zero; a zero SD fixes its effects at 0 with no error
-    z_blocks, g_inv, offsets, eta = [], [], {}, x @ fit.beta
+    z_blocks, g_inv, eta = [], [], x @ fit.beta
     start = 0
     for term, sd in zip(terms, fit.sd, strict=True):
         codes, n_levels = components[term.name]
-        modes = fit.modes[start : start + n_levels]
+        eta = eta + fit.modes[start : start + n_levels][codes]
         start += n_levels
-        eta = eta + modes[codes]
         if sd > _ZERO_SD:
-            offsets[term.name] = x.shape[1] + sum(block.shape[1] for block in z_blocks)
             z_blocks.append(np.eye(n_levels)[codes])
             g_inv.extend([1.0 / float(sd) ** 2] * n_levels)
-    weights = special.expit(eta) * (1 - special.expit(eta))
+    p = special.expit(eta)
     design = np.column_stack([x, *z_blocks])
     penalty = np.diag(np.concatenate([np.zeros(x.shape[1]), g_inv]))
-    information = design.T @ (weights[:, None] * design) + penalty
+    information = design.T @ ((p * (1 - p))[:, None] * design) + penalty
     try:
         cov = np.linalg.inv(information)
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model's mixed-model equations are singular ({err})") from None
-    p_fail: dict[Cell, float] = {}
-    grad: dict[Cell, tuple[np.ndarray, np.ndarray] | None] = {}
-    for position in np.flatnonzero(~pd.Series(fit_keys).duplicated().to_numpy()):
-        cell = fit_keys[position]
-        a = np.zeros(design.shape[1])
-        a[: x.shape[1]] = x[position]
-        for name, offset in offsets.items():
-            a[offset + components[name][0][position]] = 1.0
-        p = float(special.expit(eta[position]))
-        p_fail[cell] = p
-        grad[cell] = (p * (1 - p) * a, cov)
+    # a cell's linear predictor is its design row times (beta, u): every run of the cell has the same row
+    first = np.flatnonzero(~pd.Series(keys).duplicated().to_numpy())
+    p_fail = {keys[i]: float(p[i]) for i in first}
+    grad: dict[Cell, tuple[np.ndarray, np.ndarray] | None] = {
+        keys[i]: (p[i] * (1 - p[i]) * design[i], cov) for i in first
+    }
     return p_fail, grad
