@@ -66,8 +66,8 @@ def truth(scenario: str) -> pd.DataFrame:
 def intervals(table: pd.DataFrame, method: str) -> pd.DataFrame:
     """Per-comparison 95% intervals of each frozen-vs-0 contrast by one method."""
     failed = flag_failures(table, checkpoint="best", rule="binomial").fillna(False).astype(bool)
-    if method == "auto":  # as `analyze` answers: two-part (per cell) where some cell mixes failed and healthy runs
-        method = "two_part_cell" if failures_within_cells(table, failed) else "per_size"
+    if method == "auto":  # as `analyze` answers: two-part (per cell) where failed runs form a second mode in a cell
+        method = "two_part_cell" if failures_within_cells(table, failed, "best_dev") else "per_size"
         AUTO_CHOICES[method] = AUTO_CHOICES.get(method, 0) + 1
     if method.startswith("two_part"):  # as `analyze` runs it: failure judged by the binomial rule on best_dev's
         variance = "per_cell" if method.startswith("two_part_cell") else "per_size"

@@ -260,7 +260,7 @@ def analyze(
             attempt("two_part_contrasts", task, lambda one=one: _two_part(one, response, reference))
             # the default's answer; an explicit --variance pooled / per_cell answers from that model, to compare
             if variance == "per_size":
-                two_part = _answer_contrasts(result, one, task)
+                two_part = _answer_contrasts(result, one, task, response)
             else:
                 result.settings.setdefault("answer_from", {})[task] = "model"
         all_runs_fit = None
@@ -365,25 +365,27 @@ def _two_part(runs: pd.DataFrame, response: str, reference: int) -> pd.DataFrame
     return two_part_contrasts(runs, response, reference=reference, variance="per_cell")
 
 
-def _answer_contrasts(result: Analysis, runs: pd.DataFrame, task: str) -> pd.DataFrame | None:
+def _answer_contrasts(result: Analysis, runs: pd.DataFrame, task: str, response: str) -> pd.DataFrame | None:
     """The two-part contrasts when the answer is to come from them, else None (the per-size model's).
 
-    Where some cell mixes failed and healthy runs, its scores are a healthy spread plus far outliers that no
-    normal model of the cell covers: in scenario b of ``bench/coverage.py`` (5% of runs collapse) the per-size
-    model's intervals covered 0.77-0.86 for several contrasts, the two-part contrasts at least 0.90 (README,
-    *Coverage*). Where no cell mixes them, the per-size model is the one that holds (scenario a) and has the
+    Where some cell mixes healthy runs with failed runs far below them (:func:`failures_within_cells`), its
+    scores are a healthy spread plus far outliers that no normal model of the cell covers: in scenario b of
+    ``bench/coverage.py`` (5% of runs collapse) the per-size model's intervals covered 0.77-0.86 for several
+    contrasts, the two-part contrasts at least 0.90 (README, *Coverage*). Where no cell does, the per-size model
+    is the one that holds (scenario a) and has the
     more degrees of freedom. ``settings["answer_from"]`` records the choice per task.
     """
     from freezestats.stats.two_part import failures_within_cells
 
-    mixed = failures_within_cells(runs, runs["failed"].fillna(False).astype(bool))
+    mixed = failures_within_cells(runs, runs["failed"].fillna(False).astype(bool), response)
     table = result.tables.get("two_part_contrasts")
     mine = None if table is None else table[table["task"] == task].drop(columns="task")
     use = mixed and mine is not None and not mine.empty
     result.settings.setdefault("answer_from", {})[task] = "two_part" if use else "model"
     if mixed and not use:
         result.warnings.append(
-            f"{task}: some cells mix failed and healthy runs, but the two-part contrasts could not be computed, so "
+            f"{task}: some cells mix healthy runs with failed runs far below them, but the two-part contrasts could "
+            "not be computed, so "
             "the non-inferiority answer comes from the mixed model of all runs, whose intervals can be too narrow "
             "there (bench/coverage.py, scenario b)."
         )

@@ -122,7 +122,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
         if answers is not None and (answers["task"] == task).any():
             family = "all train sizes (Bonferroni)" if s.get("adjust_across") == "sizes" else "each train size"
             source = (
-                "; two-part contrasts: some cells mix failed and healthy runs"
+                "; two-part contrasts: some cells mix healthy runs with failed runs far below them"
                 if s.get("answer_from", {}).get(task) == "two_part"
                 else ""
             )

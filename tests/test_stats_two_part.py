@@ -1,11 +1,11 @@
-"""Two-part contrasts: P(fail) from Firth's model times the healthy runs' mixed model."""
+"""Two-part contrasts: P(fail) from the pooled failure GLMM times the healthy runs' mixed model."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import special
+from scipy import special, stats
 
 from freezestats.analysis import analyze
 from freezestats.exceptions import ModelFitError
@@ -82,3 +82,64 @@ def test_the_default_answer_covers_where_runs_collapse_and_the_per_size_model_do
     rate = {method: float(np.mean(h)) for method, h in hits.items()}
     assert rate["auto"] >= 0.85  # 80 intervals, nominal 95%: 2 MC SE ~ 0.05
     assert rate["per_size"] < rate["auto"] - 0.05
+
+
+def _failed_cell_sharing_seed_effects(fail_rate: float, rng: int = 11) -> pd.DataFrame:
+    """Every run of frozen 12 at n = 1000 fails yet keeps its seed's luck (seed SD 0.04, run SD 0.003), as a
+    deep-frozen cell near the majority rate does; elsewhere runs collapse at ``fail_rate``."""
+    runs = simulate_results(tasks=("sst2",), seed_sd=0.04, resid_sd=0.003, fail_rate=fail_rate, rng=rng)
+    cell = (runs["frozen_layers"] == 12) & (runs["train_size"] == 1000)
+    runs.loc[cell, "failed"] = True
+    return runs
+
+
+def test_a_cell_outside_the_healthy_fit_is_paired_with_the_reference_by_seed() -> None:
+    runs = _failed_cell_sharing_seed_effects(0.0)
+    row = two_part_contrasts(runs, "heldout").set_index(["train_size", "frozen_layers"]).loc[(1000, 12)]
+    at = runs[runs["train_size"] == 1000].pivot_table(index="seed", columns="frozen_layers", values="heldout")
+    paired = at[12] - (1 - row["p_fail_reference"]) * at[0]
+    # no other run failed, so P(fail) of the reference is ~0 and the lower side is the paired part alone: the
+    # seed effects cancel, far below the 0.04 / sqrt(5) that an independent sum of the two means carries
+    assert row["se_lower"] ** 2 == pytest.approx(paired.var(ddof=1) / 5, rel=1e-3)
+    assert row["df_lower"] == pytest.approx(4.0) and row["se_lower"] < 0.2 * 0.04 / np.sqrt(5)
+
+
+def test_the_interval_is_longer_on_the_side_where_the_reference_may_fail_more() -> None:
+    # no reference run failed at n = 1000, so its P(fail) comes out small, and the true rate may lie well above
+    # it: the reference's expected score may be lower, so the difference may be smaller (less negative) than
+    # estimated by more than it may be larger
+    runs = _failed_cell_sharing_seed_effects(0.05, rng=12)
+    assert not runs.loc[(runs["frozen_layers"] == 0) & (runs["train_size"] == 1000), "failed"].any()
+    row = two_part_contrasts(runs, "heldout").set_index(["train_size", "frozen_layers"]).loc[(1000, 12)]
+    assert row["ci_high"] - row["estimate"] > 3 * (row["estimate"] - row["ci_low"])
+    assert row["se_upper"] > row["se"] > row["se_lower"] > 0
+
+
+def test_noninferiority_tests_an_asymmetric_table_on_its_lower_side() -> None:
+    from freezestats.stats import noninferiority_sequence
+
+    runs = _failed_cell_sharing_seed_effects(0.05)
+    table = two_part_contrasts(runs, "heldout")
+    tested = noninferiority_sequence(table, margin=0.01).merge(table, on=["train_size", "frozen_layers"])
+    np.testing.assert_allclose(tested["se_x"], tested["se_lower"])
+    expected = tested["estimate_x"] - stats.t.ppf(0.95, tested["df_lower"]) * tested["se_lower"]
+    np.testing.assert_allclose(tested["lower"], expected)
+
+
+def test_only_failed_runs_far_below_their_cells_healthy_runs_send_the_answer_to_the_two_part_contrasts() -> None:
+    from freezestats.stats.two_part import failures_within_cells
+
+    runs = simulate_results(tasks=("sst2",), seed_sd=0.01, resid_sd=0.01, rng=3)
+    assert not failures_within_cells(runs, np.zeros(len(runs), dtype=bool), "heldout")
+    # a deep cell straddling the failure threshold: one normal spread, whichever side of it a run falls
+    straddling = runs.assign(heldout=runs["heldout"].where(runs["frozen_layers"] != 12, 0.53))
+    at = np.flatnonzero((straddling["frozen_layers"] == 12).to_numpy())
+    straddling.iloc[at, straddling.columns.get_loc("heldout")] += np.tile([-0.02, -0.01, 0.0, 0.01, 0.02], 5)
+    flags = (straddling["frozen_layers"] == 12) & (straddling["heldout"] < 0.537)
+    assert not failures_within_cells(straddling, flags, "heldout")
+    # a run of a cell scoring ~0.9 collapsed to the majority rate: a second mode, 40 run SDs below
+    collapsed = runs.copy()
+    one = np.flatnonzero(((runs["frozen_layers"] == 2) & (runs["train_size"] == 1000)).to_numpy())[0]
+    collapsed.iloc[one, collapsed.columns.get_loc("heldout")] = 0.509
+    flags = pd.Series(np.arange(len(runs)) == one, index=runs.index)
+    assert failures_within_cells(collapsed, flags, "heldout")

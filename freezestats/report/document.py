@@ -289,10 +289,10 @@ def _variance_section(inputs: ReportInputs, w: Writer) -> str:
                     ),
                     f"{task}-two-part",
                     f"{task}: the difference from the reference in expected score, failures included, in two parts: "
-                    "P(fail) from a Firth logistic model with frozen-level and train-size effects and a per-level "
-                    "slope in log2(size) (it borrows the failure rate across cells, which 5 seeds per cell cannot "
-                    "give), times the healthy "
-                    "runs' mixed model; 95% intervals by the delta method.",
+                    "P(fail) from a binomial GLMM with random frozen-level, train-size and cell intercepts (it "
+                    "borrows the failure rate across cells, which 5 seeds per cell cannot give), times the healthy "
+                    "runs' mixed model. 95% intervals join the healthy part's t interval with the failure part's, "
+                    "taken on the logit scale, so they are not symmetric when a P(fail) is near 0 or 1.",
                 )
             )
         test = task_table(inputs, "spread_test", task, fit=None)

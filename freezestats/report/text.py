@@ -110,7 +110,8 @@ def answer(inputs: ReportInputs) -> str:
 
 
 _TWO_PART_NOTE = (
-    "; some cells mix failed and healthy runs, so the costs are those of the expected score with failures, "
+    "; some cells mix healthy runs with failed runs far below them, so the costs are those of the expected score "
+    "with failures, "
     "P(fail) × the failed runs' score + (1 − P(fail)) × the healthy mean (two-part contrasts)"
 )
 
@@ -190,8 +191,9 @@ def model_assumptions(settings: dict[str, Any]) -> str:
     variance = settings.get("variance") or "per_size"
     two_part = sorted(task for task, source in (settings.get("answer_from") or {}).items() if source == "two_part")
     answer = (
-        f" For {', '.join(two_part)} some cells mix failed and healthy runs, which no normal model of a cell "
-        "covers (a healthy spread plus far outliers), so the non-inferiority answer there tests the two-part "
+        f" For {', '.join(two_part)} some cells mix healthy runs with failed runs far below them (a second mode, "
+        "beyond any normal spread of the size's runs), which no normal model of a cell covers, so the "
+        "non-inferiority answer there tests the two-part "
         "contrasts: the expected score (1 − P(fail)) × healthy mean + P(fail) × failed mean, with the healthy "
         "runs' mixed model (a variance per cell) and P(fail) from a binomial GLMM that pools levels, sizes and "
         "cells. In simulated blog-shaped studies their 95% intervals covered 0.89–1.00 per contrast "

@@ -26,8 +26,8 @@ the reference cell's rate at n = 1000 to half its true value in scenario b of ``
 coverage of frozen 12 vs 0 there to 0.76. Cells where every run failed stay in the fit (leaving them out biased
 the same way); their P comes out high but below 1.
 
-A cell's P is ``expit(beta_0 + u_level + u_size + u_cell)`` at the conditional modes; its uncertainty for the
-delta method comes from Henderson's mixed-model equations at the optimum,
+A cell's P is ``expit(beta_0 + u_level + u_size + u_cell)`` at the conditional modes; the uncertainty of that
+linear predictor comes from Henderson's mixed-model equations at the optimum,
 ``C = [[X'WX, X'WZ], [Z'WX, Z'WZ + G^{-1}]]^{-1}``: the error covariance of ``(beta_hat, u_hat - u)`` given the
 SDs (their own uncertainty is left out, as in lme4's prediction intervals). Components estimated at zero are
 left out of ``Z``. With no failed run P is 0 everywhere, with only failed runs 1, both without variance.
@@ -51,8 +51,9 @@ _ZERO_SD = 1e-4  # lme4's isSingular tolerance, as laplace.py reports boundary S
 def pooled_failure_probabilities(
     runs: pd.DataFrame, failed: np.ndarray
 ) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None]]:
-    """P(fail) per (level, size), and per cell ``(dp/dtheta, Cov(theta))`` for the delta method over the joint
-    vector of fixed effects and random effects (``None`` where P is 0 or 1 by the rule above: no variance).
+    """P(fail) per (level, size), and per cell ``(row, Cov(theta))``: the cell's linear predictor is ``row @ theta``
+    over the joint vector of fixed effects and random effects, with ``Cov(theta)`` its error covariance
+    (``None`` where P is 0 or 1 by the rule above: no variance).
 
     Raises :class:`ModelFitError` when the GLMM cannot be fitted (the caller may fall back to another model).
     """
@@ -103,7 +104,5 @@ def pooled_failure_probabilities(
     # a cell's linear predictor is its design row times (beta, u): every run of the cell has the same row
     first = np.flatnonzero(~pd.Series(keys).duplicated().to_numpy())
     p_fail = {keys[i]: float(p[i]) for i in first}
-    grad: dict[Cell, tuple[np.ndarray, np.ndarray] | None] = {
-        keys[i]: (p[i] * (1 - p[i]) * design[i], cov) for i in first
-    }
-    return p_fail, grad
+    rows: dict[Cell, tuple[np.ndarray, np.ndarray] | None] = {keys[i]: (design[i], cov) for i in first}
+    return p_fail, rows

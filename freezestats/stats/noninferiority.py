@@ -144,7 +144,10 @@ def noninferiority_sequence(
         :class:`~freezestats.stats.MixedFit` from :func:`~freezestats.stats.fit_mixed`, or an
         :class:`~freezestats.stats.OlsFit`), or a table of its contrasts against the reference from another
         method (``train_size, frozen_layers, reference, estimate, se, df``: the two-part contrasts, when runs
-        fail). A contrast without a standard error (NaN) is never shown non-inferior, so its sequence stops there.
+        fail). A table with per-side SEs (``se_lower, df_lower``, as the two-part contrasts' asymmetric intervals
+        have) is tested on its lower side, the one a loss bound lies on; those SEs come from the table's 95%
+        interval, so at another level the bound is approximate. A contrast without a standard error (NaN) is
+        never shown non-inferior, so its sequence stops there.
     margin
         Non-inferiority margin on the response scale, > 0 (``0.01`` = one accuracy point); fix it before looking
         at the data, e.g. with :func:`default_margin`.
@@ -228,6 +231,8 @@ def noninferiority_sequence(
         table = fit[fit["reference"] == reference] if "reference" in fit.columns else fit.assign(reference=reference)
         if table.empty:
             raise ModelFitError(f"noninferiority_sequence: no contrast against reference={reference} in the table.")
+        if "se_lower" in table.columns:  # an asymmetric interval: a lower bound lies on its lower side
+            table = table.assign(se=table["se_lower"], df=table["df_lower"])
         table = table[["train_size", "frozen_layers", "reference", "estimate", "se", "df"]]
     else:
         fit = _check_fit(fit, "noninferiority_sequence")

@@ -11,18 +11,41 @@ model the two parts where each is estimable:
 with :math:`h_{kn}` the healthy runs' mean (the mixed model fitted without failed runs), :math:`p_{kn}` the
 failure probability from a binomial GLMM that pools levels, sizes and cells
 (:mod:`freezestats.stats.failure_rates_pooled`: (1 | level) + (1 | size) + (1 | level:size)), and :math:`b_{kn}` the
-mean score of the cell's failed runs, or of the size's where the cell has none (taken as known: it is the
-majority rate up to a few items, but a collapsed run's held-out score still varies by a point or two, and where
-every run of a size failed :math:`b` is all the contrast has). The contrast :math:`m_{kn} - m_{0n}` gets its
-variance by the delta method from the two fits, which are independent given which runs failed, plus
-:math:`p^2` times the variance of each failed mean; its df combine the healthy contrast's Satterthwaite df, the
-failed means' :math:`n_b - 1` and a normal failure part (Welch–Satterthwaite). A contrast with no variance at
-all (every run of both cells gave the same score) gets no interval (NaN), never a zero-width one.
-Frozen levels that the healthy fit leaves out (some cell with no healthy run) use their
-cell's healthy mean and variance where the cell has healthy runs, and :math:`b_{kn}` where it has none.
+mean score of the cell's failed runs, or of the size's where the cell has none (a collapsed run's held-out score
+still varies by a point or two, and where every run of a cell failed :math:`b` is all the cell has).
+
+The interval of :math:`m_{kn} - m_{0n} = (h_k - h_0) + F` with :math:`F = p_k (b_k - h_k) - p_0 (b_0 - h_0)`
+has two independent parts (the fits are independent given which runs failed):
+
+* the healthy part, from the mixed model's covariance with Satterthwaite df, plus each failed mean's sampling
+  variance (:math:`n_b - 1` df). A cell that the healthy fit leaves out (no healthy run at some size) is paired
+  with the reference by seed: the variance of the per-seed differences carries the seed effects the two cells
+  share, which an independent sum counts twice (scenario a's frozen 12 at n = 1000 covered 100% that way);
+* the failure part :math:`F`, which is not symmetric: when the reference cell shows no failure its P comes out
+  small, and the delta method's SE on the probability scale, which shrinks with P, leaves no room for the true
+  rate above it (scenario b, frozen 12 vs 0 at n = 1000, covered 0.887 that way). So each P gets a Wilson
+  interval at the number of runs its model variance is worth, :math:`p(1-p)/\operatorname{Var}(\hat p)` (the
+  effective sample size of Korn & Graubard 1998), and the two terms of :math:`F` join by the method of variance
+  estimates recovery with their correlation (MOVER, Zou & Donner 2008). Each side's half-width becomes a
+  per-side variance, added to the healthy part's.
+
+So each contrast has a lower and an upper SE (``se_lower``, ``se_upper``, with their Welch–Satterthwaite df,
+the failure part counted as normal); the interval is ``estimate - t se_lower .. estimate + t se_upper``, a
+non-inferiority test uses the lower side, and ``se`` is the symmetric delta-method SE for reference. A contrast
+with no variance at all (every run of both cells gave the same score) gets no interval (NaN), never a
+zero-width one.
+
+References
+----------
+Korn, E. L. & Graubard, B. I. (1998). Confidence intervals for proportions with small expected number of
+positive counts estimated from survey data. *Survey Methodology* 24(2), 193-201.
+Zou, G. Y. & Donner, A. (2008). Construction of confidence limits about effect measures: a general approach.
+*Statistics in Medicine* 27(10), 1693-1702.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -38,8 +61,26 @@ __all__ = ["TWO_PART_COLUMNS", "failures_within_cells", "two_part_contrasts"]
 
 TWO_PART_COLUMNS = [
     "train_size", "frozen_layers", "reference", "estimate", "se", "df", "ci_low", "ci_high", "p_val",
+    "se_lower", "df_lower", "se_upper", "df_upper",
     "p_fail", "p_fail_reference", "healthy_difference", "failed_mean",
 ]  # fmt: skip
+
+_RUN_KEYS = ("seed", "subset_draw", "order_seed")  # what identifies a run within a cell, where present
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """One cell's pieces of m = (1 - p) h + p b, as the contrast needs them."""
+
+    level: int
+    row: np.ndarray | None  # the healthy fit's design row; None when the fit left the level out
+    healthy: float  # h: the model's estimate, or the cell's healthy mean (b when it has no healthy run)
+    healthy_var: float  # Var(h)
+    failed: tuple[float, float, float]  # b, the variance of that mean, its df
+    p: float
+    p_row: tuple[np.ndarray, np.ndarray] | None  # (linear-predictor row, Cov); None where P is 0 or 1 by rule
+    part: pd.Series  # the scores h averages (b's where no run is healthy), indexed by run identity
+    all_failed: bool
 
 
 def two_part_contrasts(
@@ -72,45 +113,67 @@ def two_part_contrasts(
         pooled = pooled_failure_probabilities(runs, failed) if failure_model == "pooled" else None
     except ModelFitError:  # a degenerate failure pattern: the per-level Firth model always has an estimate
         pooled = None
-    p_fail, p_grad = pooled if pooled is not None else _failure_probabilities(runs, failed)
+    p_fail, p_rows = pooled if pooled is not None else _failure_probabilities(runs, failed)
     values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
-    sizes = runs["train_size"].to_numpy()
-    levels = runs["frozen_layers"].to_numpy()
-    # with no failure P(fail) is exactly 0 and the failed mean has no weight; 0.0 keeps the arithmetic finite
-    overall_failed = _failed_mean(values[failed])
+    sizes, levels = runs["train_size"].to_numpy(), runs["frozen_layers"].to_numpy()
+    keys = [c for c in _RUN_KEYS if c in runs.columns]
+    identity = pd.MultiIndex.from_frame(runs[keys]) if keys else runs.index  # no keys: no two cells' runs pair
     rows = []
     for size in sorted(set(sizes)):
         at = failed & (sizes == size)
-        b_size = _failed_mean(values[at]) if at.any() else overall_failed
+        b_size = _failed_mean(values[at]) if at.any() else _failed_mean(values[failed])
 
-        def b_of(level: int, size: int = size, b_size: tuple = b_size) -> tuple[float, float, float]:
-            """Failed runs' mean score in the cell when it has any (a collapsed frozen cell sits a little above
-            the majority rate), else at the size: (mean, variance of the mean, its df)."""
-            cell = failed & (sizes == size) & (levels == level)
-            return _failed_mean(values[cell]) if cell.any() else b_size
+        def cell(level: int, run_var: float, size: int = size, b_size: tuple = b_size) -> _Cell:
+            here = (sizes == size) & (levels == level)
+            b = _failed_mean(values[failed & here]) if (failed & here).any() else b_size
+            row, h, v = _healthy_part(healthy, values, failed, here, level, size, b[0], run_var)
+            use = here & ~failed if (here & ~failed).any() else here & failed
+            part = pd.Series(values[use], index=identity[use])
+            p, p_row = p_fail[(level, size)], p_rows[(level, size)]
+            return _Cell(level, row, h, v, b, p, p_row, part, all_failed=not (here & ~failed).any())
 
-        b_ref = b_of(reference)
-        ref = _healthy_part(healthy, runs, values, failed, reference, size, b_ref[0], 0.0)
+        ref = cell(reference, 0.0)
         n_ref = int(((levels == reference) & (sizes == size) & ~failed).sum())
-        run_var = ref[2] * max(n_ref, 1)  # one healthy run's variance at this size, from the reference's estimate
+        run_var = ref.healthy_var * max(n_ref, 1)  # one healthy run's variance at this size, from the reference's
         for level in sorted(set(levels) - {reference}):
-            b = b_of(level)
-            part = _healthy_part(healthy, runs, values, failed, level, size, b[0], run_var)
-            rows.append(_contrast(size, level, reference, part, ref, p_fail, p_grad, (b, b_ref), healthy, confidence))
+            rows.append(_contrast(size, cell(level, run_var), ref, healthy, confidence))
     return pd.DataFrame(rows)[TWO_PART_COLUMNS]
 
 
-def failures_within_cells(runs: pd.DataFrame, failed: np.ndarray | pd.Series) -> bool:
-    """Whether some cell has failed *and* healthy runs: then its scores are a healthy spread plus far outliers,
-    which no normal model of the cell covers, and the answer comes from the two-part contrasts.
+def failures_within_cells(
+    runs: pd.DataFrame, failed: np.ndarray | pd.Series, response: str, *, alpha: float = 0.05
+) -> bool:
+    """Whether some cell mixes healthy runs with failed runs that form a second mode far below them: then the
+    cell's scores are a healthy spread plus far outliers, which no normal model of the cell covers, and the
+    answer comes from the two-part contrasts.
 
-    Cells where every run failed (a fully frozen encoder, or a size too small for any depth) do not count: they
-    are a point mass at the majority rate that a normal model with a floored variance describes, and the
-    per-size model covers their contrasts (``bench/coverage.py``, scenario a).
+    The modes are apart when even the cell's highest failed run lies below its healthy mean by more than any of
+    the size's N runs would stray by chance: ``z_{1 - alpha/N}`` times the size's pooled within-cell SD (a
+    Bonferroni bound). That SD is of all runs, failed ones included, which can only widen it: the healthy runs
+    alone are cut at the failure threshold, and their spread is too narrow where a cell straddles it.
+
+    A collapsed run in a cell scoring 0.9 lies 30-60 SDs below. The runs of a deep cell whose mean sits at the
+    majority rate straddle the failure threshold as one normal spread does (the highest failed run just below
+    it, the healthy ones just above), and the per-size model covers their contrasts (``bench/coverage.py``,
+    scenario a: with such cells counted, every study there went two-part and its intervals over-covered). Cells
+    where every run failed do not count either: they are a point mass that a normal model with a floored
+    variance describes.
     """
-    flags = pd.Series(np.asarray(failed, dtype=bool), index=runs.index)
-    by_cell = flags.groupby([runs["frozen_layers"], runs["train_size"]]).agg(["any", "all"])
-    return bool((by_cell["any"] & ~by_cell["all"]).any())
+    flags = np.asarray(failed, dtype=bool)
+    values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
+    table = pd.DataFrame({"level": runs["frozen_layers"].to_numpy(), "size": runs["train_size"].to_numpy(),
+                          "y": values, "failed": flags})  # fmt: skip
+    for _, at in table.groupby("size"):
+        groups = at.groupby("level")["y"]
+        dof = float((groups.count() - 1).clip(lower=0).sum())
+        spread = float(np.sqrt((groups.var(ddof=1).fillna(0) * (groups.count() - 1)).sum() / dof)) if dof > 0 else 0.0
+        bound = stats.norm.ppf(1 - alpha / len(at)) * spread
+        means = at[~at["failed"]].groupby("level")["y"].mean()
+        highest = at[at["failed"]].groupby("level")["y"].max()
+        mixed = highest.index.intersection(means.index)
+        if (means[mixed] - highest[mixed] > bound).any():
+            return True
+    return False
 
 
 def _failed_mean(scores: np.ndarray) -> tuple[float, float, float]:
@@ -128,7 +191,7 @@ def _failed_mean(scores: np.ndarray) -> tuple[float, float, float]:
 
 def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict, dict]:
     """P(fail) per (level, size) from Firth's logistic model (level + size + level × log2 size), and per cell
-    ``(dp/dbeta, Cov(beta))`` for the delta method (``None`` when no run failed: P(fail) is then 0, with no
+    ``(row, Cov(beta))`` of its linear predictor (``None`` when no run failed: P(fail) is then 0, with no
     variance)."""
     cells = runs[["frozen_layers", "train_size"]].drop_duplicates()
     if not failed.any():
@@ -140,24 +203,23 @@ def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict
     slope = pd.get_dummies(runs["frozen_layers"].astype(str), dtype=float).to_numpy()[:, 1:]
     x = np.column_stack([np.ones(len(runs)), design.to_numpy(), slope * (log_size - log_size.mean())[:, None]])
     fit = _firth(x, failed.astype(float))
-    p_fail, grad = {}, {}
+    p_fail, rows = {}, {}
     for position in np.flatnonzero(~runs.duplicated(["frozen_layers", "train_size"]).to_numpy()):
         xi = x[position]  # the design row of the cell's first run (every run of a cell has the same row)
-        p = float(special.expit(xi @ fit.beta))
         key = (runs["frozen_layers"].iloc[position], runs["train_size"].iloc[position])
-        p_fail[key] = p
-        grad[key] = (p * (1 - p) * xi, fit.cov)
-    return p_fail, grad
+        p_fail[key] = float(special.expit(xi @ fit.beta))
+        rows[key] = (xi, fit.cov)
+    return p_fail, rows
 
 
-def _healthy_part(healthy, runs, values, failed, level, size, b, run_var) -> tuple:
+def _healthy_part(healthy, values, failed, here, level, size, b, run_var) -> tuple:
     """The healthy mean of a cell: the model's design row (estimate from the fit), or, for a level the healthy
     fit left out, ``(None, cell mean, its variance)`` (``b`` and 0 when the cell has no healthy run; one healthy
     run borrows ``run_var``, the size's run variance)."""
     if level in healthy.frozen_levels and size in healthy.train_sizes:
         row = _design_rows(healthy, np.array([level]), np.array([size]))[0]
         return row, float(row @ healthy.params), float(row @ healthy.cov_params @ row)
-    cell = (runs["frozen_layers"].to_numpy() == level) & (runs["train_size"].to_numpy() == size) & ~failed
+    cell = here & ~failed
     n = int(cell.sum())
     if n == 0:
         return None, b, 0.0
@@ -165,37 +227,98 @@ def _healthy_part(healthy, runs, values, failed, level, size, b, run_var) -> tup
     return None, float(values[cell].mean()), max(spread, run_var / 4) / n
 
 
-def _contrast(size, level, reference, part, ref, p_fail, p_grad, b, healthy, confidence) -> dict:
-    """m_k - m_0 and its delta-method variance (healthy part from the fit's covariance, failure part from
-    Firth's), with Satterthwaite df for the healthy share."""
-    (row_k, h_k, v_k), (row_0, h_0, v_0) = part, ref
-    ((b, v_b, df_b), (b_ref, v_b_ref, df_b_ref)), pk, p0 = b, p_fail[(level, size)], p_fail[(reference, size)]
-    estimate = (1 - pk) * h_k + pk * b - ((1 - p0) * h_0 + p0 * b_ref)
-    if row_k is not None and row_0 is not None:
-        c = (1 - pk) * row_k - (1 - p0) * row_0
-        v_healthy = float(c @ healthy.cov_params @ c)
-        df_healthy = float(np.asarray(healthy.contrast_df(c[None, :]))[0])
-        df_healthy = df_healthy if np.isfinite(df_healthy) and df_healthy >= 1 else 1.0  # a floored variance: df ~ 0
-    else:  # a cell mean outside the fit: independent of the reference's estimate (conservative with paired seeds)
-        v_healthy = (1 - pk) ** 2 * v_k + (1 - p0) ** 2 * v_0
-        df_healthy = 4.0
-    v_fail = 0.0
-    known = [g for g in (p_grad[(level, size)], p_grad[(reference, size)]) if g is not None]
-    if known:  # a cell whose P is 0 or 1 by rule (None) adds no failure variance
-        cov = known[0][1]
-        gk, g0 = (np.zeros(len(cov)) if g is None else g[0] for g in (p_grad[(level, size)], p_grad[(reference, size)]))
-        a = (b - h_k) * gk - (b_ref - h_0) * g0
-        v_fail = float(a @ cov @ a)
-    v_b_parts = (pk**2 * v_b, p0**2 * v_b_ref)  # the failed means' own sampling variance
-    var = v_healthy + v_fail + sum(v_b_parts)
-    parts = [(v_healthy, df_healthy), (v_b_parts[0], df_b), (v_b_parts[1], df_b_ref)]
-    denominator = sum(v**2 / d for v, d in parts if v > 0 and np.isfinite(d))
-    df = var**2 / denominator if denominator > 0 else np.inf
-    se = float(np.sqrt(var)) if var > 0 else np.nan  # no spread anywhere: no interval, not a zero-width one
-    half = stats.t.ppf(0.5 + confidence / 2, df) * se
+def _contrast(size: int, k: _Cell, ref: _Cell, healthy, confidence: float) -> dict:
+    """m_k - m_0 with a lower and an upper SE: the healthy part (and the failed means) symmetric, the failure
+    part from :func:`_failure_sides`, joined per side (module docstring)."""
+    (b_k, v_b, df_b), (b_0, v_b0, df_b0) = k.failed, ref.failed
+    estimate = (1 - k.p) * k.healthy + k.p * b_k - ((1 - ref.p) * ref.healthy + ref.p * b_0)
+    weights = (1.0 if k.all_failed else 1 - k.p, 1.0 if ref.all_failed else 1 - ref.p)
+    v_healthy, df_healthy = _healthy_variance(k, ref, weights, healthy)
+    # a cell without healthy runs has its failed runs in the healthy part already (weight 1, h = b)
+    v_b_parts = [(0.0 if c.all_failed else c.p**2 * v, d) for c, v, d in ((k, v_b, df_b), (ref, v_b0, df_b0))]
+    v_fail, low, high = _failure_sides(k, ref, (b_k - k.healthy, b_0 - ref.healthy), confidence)
+    known = [(v_healthy, df_healthy), *v_b_parts]
+    se, df = _joined(known, v_fail)
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    se_lower, df_lower = _joined(known, (low / z) ** 2)
+    se_upper, df_upper = _joined(known, (high / z) ** 2)
+    facing_zero = (se_lower, df_lower) if estimate >= 0 else (se_upper, df_upper)
+    with np.errstate(invalid="ignore"):
+        p_val = float(2 * stats.t.sf(abs(estimate) / facing_zero[0], facing_zero[1]))
     return {
-        "train_size": size, "frozen_layers": level, "reference": reference, "estimate": estimate, "se": se,
-        "df": df, "ci_low": estimate - half, "ci_high": estimate + half,
-        "p_val": float(2 * stats.t.sf(abs(estimate) / se, df)) if np.isfinite(se) else np.nan,
-        "p_fail": pk, "p_fail_reference": p0, "healthy_difference": h_k - h_0, "failed_mean": b,
+        "train_size": size, "frozen_layers": k.level, "reference": ref.level, "estimate": estimate, "se": se,
+        "df": df, "ci_low": estimate - stats.t.ppf(0.5 + confidence / 2, df_lower) * se_lower,
+        "ci_high": estimate + stats.t.ppf(0.5 + confidence / 2, df_upper) * se_upper, "p_val": p_val,
+        "se_lower": se_lower, "df_lower": df_lower, "se_upper": se_upper, "df_upper": df_upper,
+        "p_fail": k.p, "p_fail_reference": ref.p, "healthy_difference": k.healthy - ref.healthy, "failed_mean": b_k,
     }  # fmt: skip
+
+
+def _healthy_variance(k: _Cell, ref: _Cell, weights: tuple[float, float], healthy) -> tuple[float, float]:
+    """Variance and df of ``w_k h_k - w_0 h_0``: from the fit's covariance (Satterthwaite df) when both cells
+    are in it, else from the two cells' scores paired by run identity (n_pairs - 1 df), else (fewer than two
+    pairs) as independent means with 4 df."""
+    w_k, w_0 = weights
+    if k.row is not None and ref.row is not None:
+        c = w_k * k.row - w_0 * ref.row
+        df = float(np.asarray(healthy.contrast_df(c[None, :]))[0])
+        return float(c @ healthy.cov_params @ c), df if np.isfinite(df) and df >= 1 else 1.0  # a floored variance
+    unique = k.part.index.is_unique and ref.part.index.is_unique
+    pairs = pd.concat([k.part.rename("k"), ref.part.rename("ref")], axis=1, join="inner").dropna() if unique else []
+    if len(pairs) >= 2:
+        differences = w_k * pairs["k"] - w_0 * pairs["ref"]
+        return float(differences.var(ddof=1)) / len(pairs), float(len(pairs) - 1)
+    return w_k**2 * k.healthy_var + w_0**2 * ref.healthy_var, 4.0
+
+
+def _failure_sides(k: _Cell, ref: _Cell, gaps: tuple[float, float], confidence: float) -> tuple[float, float, float]:
+    """The failure part F = p_k (b_k - h_k) - p_0 (b_0 - h_0): its delta-method variance and the lower and upper
+    half-widths of its interval (``gaps`` are the two brackets). Each P gets a Wilson interval at its effective
+    number of runs, and the two terms join by MOVER with their correlation (module docstring). Cells whose P is
+    0 or 1 by rule add nothing."""
+    known = [(cell.p, cell.p_row, sign * gap) for cell, sign, gap in ((k, 1, gaps[0]), (ref, -1, gaps[1]))]
+    known = [(p, r, w) for p, r, w in known if r is not None]
+    if not known:
+        return 0.0, 0.0, 0.0
+    cov = known[0][1][1]
+    design = np.array([r[0] for _, r, _ in known])
+    p = np.array([p for p, _, _ in known])
+    weight = np.array([w for _, _, w in known])
+    eta_cov = design @ cov @ design.T
+    gradient = (weight * p * (1 - p)) @ design
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    below, above = [], []  # each term's distance from its estimate to its interval's lower and upper end
+    for p_j, w_j, v_j in zip(p, weight, np.diag(eta_cov), strict=True):
+        information = p_j * (1 - p_j) * v_j  # 1 / effective runs; 0 where P is 0 or 1 in floating point
+        low, high = _wilson(p_j, 1.0 / information if information > 0 else np.inf, z)
+        ends = sorted((w_j * low, w_j * high))
+        below.append(w_j * p_j - ends[0])
+        above.append(ends[1] - w_j * p_j)
+    r = 0.0
+    if len(known) == 2 and eta_cov[0, 0] > 0 and eta_cov[1, 1] > 0:
+        r = float(np.sign(weight[0] * weight[1]) * eta_cov[0, 1] / np.sqrt(eta_cov[0, 0] * eta_cov[1, 1]))
+
+    def joined(d: list[float]) -> float:
+        return float(np.sqrt(max(sum(x * x for x in d) + (2 * r * d[0] * d[1] if len(d) == 2 else 0.0), 0.0)))
+
+    return float(gradient @ cov @ gradient), joined(below), joined(above)
+
+
+def _wilson(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's interval for a proportion ``p`` estimated with the information of ``n`` runs: the effective
+    number that the model's variance implies, ``p (1 - p) / Var(p)`` (Korn & Graubard 1998). Near 0 it leaves
+    room above ``p`` that the delta method's symmetric SE, which shrinks with ``p``, does not."""
+    if not np.isfinite(n):
+        return p, p
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def _joined(known: list[tuple[float, float]], v_normal: float) -> tuple[float, float]:
+    """SE and Welch–Satterthwaite df of a sum of independent parts: ``known`` (variance, df) pairs plus one
+    normal part; NaN SE where there is no variance at all (no interval, never a zero-width one)."""
+    var = sum(v for v, _ in known) + v_normal
+    denominator = sum(v**2 / d for v, d in known if v > 0 and np.isfinite(d))
+    df = var**2 / denominator if denominator > 0 else np.inf
+    return (float(np.sqrt(var)) if var > 0 else np.nan), float(df)
