@@ -292,7 +292,8 @@ def _variance_section(inputs: ReportInputs, w: Writer) -> str:
                     "P(fail) from a binomial GLMM with random frozen-level, train-size and cell intercepts (it "
                     "borrows the failure rate across cells, which 5 seeds per cell cannot give), times the healthy "
                     "runs' mixed model. 95% intervals join the healthy part's t interval with the failure part's, "
-                    "taken on the logit scale, so they are not symmetric when a P(fail) is near 0 or 1.",
+                    "built from Wilson intervals of each P(fail), so they are not symmetric when a P(fail) is near "
+                    "0 or 1.",
                 )
             )
         test = task_table(inputs, "spread_test", task, fit=None)
