@@ -196,7 +196,7 @@ def model_assumptions(settings: dict[str, Any]) -> str:
         "non-inferiority answer there tests the two-part "
         "contrasts: the expected score (1 − P(fail)) × healthy mean + P(fail) × failed mean, with the healthy "
         "runs' mixed model (a variance per cell) and P(fail) from a binomial GLMM that pools levels, sizes and "
-        "cells. In simulated blog-shaped studies their 95% intervals covered 0.89–1.00 per contrast "
+        "cells. In simulated blog-shaped studies their 95% intervals covered 0.93–1.00 per contrast "
         "(`bench/coverage.py`; README, *Coverage*)."
         if two_part
         else ""
