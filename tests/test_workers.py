@@ -310,3 +310,22 @@ def test_a_worker_killed_between_its_claim_and_first_heartbeat_is_still_detected
     _fail_stale(later)
     states = [t.state for t in later.get_trials()]
     assert states == [TrialState.FAIL, TrialState.WAITING]  # failed, and the cell is back in the queue
+
+
+def test_a_pool_stopped_with_ctrl_c_reports_the_trials_its_workers_ran(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    from freezestats.runner._pool import WorkerPool
+
+    spec = _spec(tmp_path, tiny_model, grid={"frozen_layers": [0], "train_sizes": [32], "seeds": [1, 2]})
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    ran_then_stopped = WorkerPool.run
+
+    def run_then_ctrl_c(self, study, poll) -> None:  # the workers finish, then Ctrl-C reaches the pool
+        ran_then_stopped(self, study, poll)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(WorkerPool, "run", run_then_ctrl_c)
+    args = ["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]
+    main([*args, "--workers", "2"])
+    assert "2/2 cells complete, 0 failed, 2 trials run now" in capsys.readouterr().out

@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 
 from freezestats.cells import Cell
 from freezestats.interrupts import InterruptGate
-from freezestats.runner._pool import WorkerPool
+from freezestats.runner._pool import WorkerPool, finished_runs
 from freezestats.runner._prepare import PreparedStudy, PreparedTask, prepare_study
 from freezestats.runner._progress import Progress
 from freezestats.runner._provenance import store_study_attrs
@@ -233,7 +233,11 @@ class _Runner:
             if not added and not self._waiting():
                 return
             if self.pool is not None:
-                self.n_run += self.pool.run(self.study, poll=self._poll_pool)
+                before = finished_runs(self.study)
+                try:
+                    self.pool.run(self.study, poll=self._poll_pool)
+                finally:  # counted from the DB, so a stop with Ctrl-C still reports what the workers ran
+                    self.n_run += len(finished_runs(self.study) - before)
             else:
                 self.drain()
 

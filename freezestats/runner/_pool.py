@@ -58,9 +58,9 @@ class WorkerPool:
                 command += ["--data-dir", str(data_dir)]
             self.commands.append(command)
 
-    def run(self, study: optuna.Study, poll: Callable[[], None]) -> int:
-        """Start the workers, call ``poll`` while they run, return how many trials they ran (read from the DB)."""
-        before = _finished_runs(study)
+    def run(self, study: optuna.Study, poll: Callable[[], None]) -> None:
+        """Start the workers and call ``poll`` while they run; the caller counts what they ran from the DB
+        (:func:`finished_runs`), also when Ctrl-C stops them."""
         env = dict(os.environ)
         # N workers on one machine share its cores: without this, each would start one thread per core.
         env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // len(self.commands))))
@@ -87,10 +87,9 @@ class WorkerPool:
                 if p.returncode not in (0, 1):
                     tail = log.read_text().strip()[-500:]
                     raise StorageError(f"A worker exited with status {p.returncode}: {tail}")
-        return len(_finished_runs(study) - before)
 
 
-def _finished_runs(study: optuna.Study) -> set[int]:
+def finished_runs(study: optuna.Study) -> set[int]:
     """Trials that ran a cell to the end (COMPLETE or FAIL), not counting recorded copies."""
     return {
         t.number
