@@ -168,3 +168,21 @@ def test_only_failed_runs_far_below_their_cells_healthy_runs_send_the_answer_to_
     collapsed.iloc[one, collapsed.columns.get_loc("heldout")] = 0.509
     flags = pd.Series(np.arange(len(runs)) == one, index=runs.index)
     assert failures_within_cells(collapsed, flags, "heldout")
+
+
+def test_without_two_seed_pairs_a_failed_cell_keeps_its_own_spread() -> None:
+    # the reference keeps one healthy run at n = 1000, so frozen 12 (all failed) has no two pairs: its failed
+    # runs' spread must still reach the contrast, as the variance of their mean
+    runs = _failed_cell_sharing_seed_effects(0.0)
+    reference = np.flatnonzero(((runs["frozen_layers"] == 0) & (runs["train_size"] == 1000)).to_numpy())
+    runs.iloc[reference[1:], runs.columns.get_loc("failed")] = True
+    runs.iloc[reference[1:], runs.columns.get_loc("heldout")] = 0.509
+    cell = (runs["frozen_layers"] == 12) & (runs["train_size"] == 1000)
+    spread = 0.5 + np.linspace(-0.03, 0.03, 5)
+    se = {}
+    for name, scores in (("spread", spread), ("flat", np.full(5, 0.5))):
+        table = runs.copy()
+        table.loc[cell, "heldout"] = scores
+        se[name] = two_part_contrasts(table, "heldout").set_index(["train_size", "frozen_layers"]).loc[(1000, 12)]
+    difference = se["spread"]["se_lower"] ** 2 - se["flat"]["se_lower"] ** 2
+    assert difference == pytest.approx(np.var(spread, ddof=1) / 5, rel=1e-6)

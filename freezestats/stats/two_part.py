@@ -130,14 +130,17 @@ def two_part_contrasts(
             here = (sizes == size) & (levels == level)
             b = _failed_mean(values[failed & here]) if (failed & here).any() else b_size
             row, h, v = _healthy_part(healthy, values, failed, here, level, size, b[0], run_var)
-            use = here & ~failed if (here & ~failed).any() else here & failed
+            all_failed = not (here & ~failed).any()
+            use = here & (failed if all_failed else ~failed)
             part = pd.Series(values[use], index=identity[use])
             p, p_row = p_fail[(level, size)], p_rows[(level, size)]
-            return _Cell(level, row, h, v, b, p, p_row, part, all_failed=not (here & ~failed).any())
+            # a cell without healthy runs is its failed mean, with that mean's variance
+            return _Cell(level, row, h, b[1] if all_failed else v, b, p, p_row, part, all_failed=all_failed)
 
         ref = cell(reference, 0.0)
         n_ref = int(((levels == reference) & (sizes == size) & ~failed).sum())
-        run_var = ref.healthy_var * max(n_ref, 1)  # one healthy run's variance at this size, from the reference's
+        # one healthy run's variance at this size, from the reference's estimate (0 when none of its runs is healthy)
+        run_var = 0.0 if ref.all_failed else ref.healthy_var * max(n_ref, 1)
         for level in sorted(set(levels) - {reference}):
             rows.append(_contrast(size, cell(level, run_var), ref, healthy, confidence))
     return pd.DataFrame(rows)[TWO_PART_COLUMNS]
