@@ -18,7 +18,15 @@ import pandas as pd
 
 from freezestats import __version__
 from freezestats.analysis_arms import add_strategy_tables, freeze_rows
-from freezestats.analysis_io import RESULTS_FILE, STUDY_FILE, Analysis, read_analysis, summary_lines, write_analysis
+from freezestats.analysis_io import (
+    RESULTS_FILE,
+    SECOND_MODE,
+    STUDY_FILE,
+    Analysis,
+    read_analysis,
+    summary_lines,
+    write_analysis,
+)
 from freezestats.exceptions import ModelFitError
 
 __all__ = [
@@ -372,8 +380,8 @@ def _answer_contrasts(result: Analysis, runs: pd.DataFrame, task: str, response:
     scores are a healthy spread plus far outliers that no normal model of the cell covers: in scenario b of
     ``bench/coverage.py`` (5% of runs collapse) the per-size model's intervals covered 0.77-0.86 for several
     contrasts, the two-part contrasts at least 0.90 (README, *Coverage*). Where no cell does, the per-size model
-    is the one that holds (scenario a) and has the
-    more degrees of freedom. ``settings["answer_from"]`` records the choice per task.
+    is the one that holds (scenario a) and has the more degrees of freedom. ``settings["answer_from"]`` records
+    the choice per task.
     """
     from freezestats.stats.two_part import failures_within_cells
 
@@ -384,10 +392,9 @@ def _answer_contrasts(result: Analysis, runs: pd.DataFrame, task: str, response:
     result.settings.setdefault("answer_from", {})[task] = "two_part" if use else "model"
     if mixed and not use:
         result.warnings.append(
-            f"{task}: some cells mix healthy runs with failed runs far below them, but the two-part contrasts could "
-            "not be computed, so "
-            "the non-inferiority answer comes from the mixed model of all runs, whose intervals can be too narrow "
-            "there (bench/coverage.py, scenario b)."
+            f"{task}: {SECOND_MODE}, but the two-part contrasts could not be computed, so the non-inferiority "
+            "answer comes from the mixed model of all runs, whose intervals can be too narrow there "
+            "(bench/coverage.py, scenario b)."
         )
     return mine if use else None
 

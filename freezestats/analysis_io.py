@@ -16,7 +16,11 @@ import pandas as pd
 
 from freezestats.exceptions import ModelFitError
 
-__all__ = ["RESULTS_FILE", "STUDY_FILE", "Analysis", "read_analysis", "summary_lines", "write_analysis"]
+__all__ = ["RESULTS_FILE", "SECOND_MODE", "STUDY_FILE", "Analysis", "read_analysis", "summary_lines", "write_analysis"]
+
+#: Why an answer comes from the two-part contrasts (``settings["answer_from"] == "two_part"``), in the words the
+#: summary, the report and the warnings use (``stats.two_part.failures_within_cells`` is the test).
+SECOND_MODE = "some cells mix healthy runs with failed runs far below them"
 
 RESULTS_FILE = "results.parquet"
 STUDY_FILE = "study.json"
@@ -121,11 +125,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"[{task}]")
         if answers is not None and (answers["task"] == task).any():
             family = "all train sizes (Bonferroni)" if s.get("adjust_across") == "sizes" else "each train size"
-            source = (
-                "; two-part contrasts: some cells mix healthy runs with failed runs far below them"
-                if s.get("answer_from", {}).get(task) == "two_part"
-                else ""
-            )
+            source = f"; two-part contrasts: {SECOND_MODE}" if s.get("answer_from", {}).get(task) == "two_part" else ""
             lines.append(
                 f"  answer (non-inferiority, margin {s['margins'].get(task)}, fixed sequence shallow to deep; "
                 f"family: {family}{source}):"

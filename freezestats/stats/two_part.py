@@ -129,13 +129,12 @@ def two_part_contrasts(
         def cell(level: int, run_var: float, size: int = size, b_size: tuple = b_size) -> _Cell:
             here = (sizes == size) & (levels == level)
             b = _failed_mean(values[failed & here]) if (failed & here).any() else b_size
-            row, h, v = _healthy_part(healthy, values, failed, here, level, size, b[0], run_var)
+            row, h, v = _healthy_part(healthy, values, failed, here, level, size, b, run_var)
             all_failed = not (here & ~failed).any()
             use = here & (failed if all_failed else ~failed)
             part = pd.Series(values[use], index=identity[use])
             p, p_row = p_fail[(level, size)], p_rows[(level, size)]
-            # a cell without healthy runs is its failed mean, with that mean's variance
-            return _Cell(level, row, h, b[1] if all_failed else v, b, p, p_row, part, all_failed=all_failed)
+            return _Cell(level, row, h, v, b, p, p_row, part, all_failed=all_failed)
 
         ref = cell(reference, 0.0)
         n_ref = int(((levels == reference) & (sizes == size) & ~failed).sum())
@@ -220,15 +219,16 @@ def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict
 
 def _healthy_part(healthy, values, failed, here, level, size, b, run_var) -> tuple:
     """The healthy mean of a cell: the model's design row (estimate from the fit), or, for a level the healthy
-    fit left out, ``(None, cell mean, its variance)`` (``b`` and 0 when the cell has no healthy run; one healthy
-    run borrows ``run_var``, the size's run variance)."""
+    fit left out, ``(None, cell mean, its variance)``: the failed mean ``b`` and its variance when the cell has
+    no healthy run (the cell is then its failed runs); one healthy run borrows ``run_var``, the size's run
+    variance."""
     if level in healthy.frozen_levels and size in healthy.train_sizes:
         row = _design_rows(healthy, np.array([level]), np.array([size]))[0]
         return row, float(row @ healthy.params), float(row @ healthy.cov_params @ row)
     cell = here & ~failed
     n = int(cell.sum())
     if n == 0:
-        return None, b, 0.0
+        return None, b[0], b[1]
     spread = float(np.var(values[cell], ddof=1)) if n > 1 else run_var
     return None, float(values[cell].mean()), max(spread, run_var / 4) / n
 
