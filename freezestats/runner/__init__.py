@@ -288,18 +288,22 @@ class _Runner:
             raise optuna.TrialPruned("no enqueued cell was left to claim")
         self.n_run += 1  # counted here, so a stray claim (a race lost to another worker) is not a run
         try:
-            with self.interrupts.interruptible():
-                cell = suggest_cell(trial, self.spec)
-                self.progress.start_cell(cell)
-                record = run_cell(
-                    self.prepared,
-                    cell,
-                    trial,
-                    artifact_store=self.artifact_store,
-                    prefix_cache=self.prefix_cache,
-                    on_step=self.progress.step,
-                )
-                set_user_attrs(trial, record.attrs())
+            # Ctrl-C raises at once only inside the training (run_cell's `interruptible` blocks). Raised inside a
+            # database write (the suggestions here, the artifacts and the record after the training), it can
+            # leave SQLAlchemy's connection mid-transaction and the requeue below waiting on it; there it is
+            # deferred: to the training's start, or to the check after the trial, which is then COMPLETE.
+            cell = suggest_cell(trial, self.spec)
+            self.progress.start_cell(cell)
+            record = run_cell(
+                self.prepared,
+                cell,
+                trial,
+                artifact_store=self.artifact_store,
+                prefix_cache=self.prefix_cache,
+                on_step=self.progress.step,
+                interruptible=self.interrupts.interruptible,
+            )
+            set_user_attrs(trial, record.attrs())
         except KeyboardInterrupt:  # the cell goes back in the queue and does not count as a failure
             trial.set_user_attr("fail_reason", INTERRUPTED)
             requeue(self.study, trial, self.spec.execution.max_retries, counted=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,21 +42,47 @@ def run_cell(
     artifact_store: Any,
     prefix_cache: PrefixCache,
     on_step: Callable[[int, int], None] | None = None,
+    interruptible: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> TrialRecord | GroupTrialRecord:
     """Fine-tune ``cell`` (its level on the arm's axis), upload its predictions, and return its record.
 
-    A task group's cell trains the group's shared encoder and returns one record per task.
+    A task group's cell trains the group's shared encoder and returns one record per task. Only the training
+    runs inside ``interruptible()`` (the runner's Ctrl-C gate): the uploads write to the study's database,
+    which a KeyboardInterrupt must not cut short.
     """
     spec = prepared.spec
     group = spec.group_named(cell.task)
     if group is not None:
         return _run_group_cell(
-            prepared, cell, group, trial, artifact_store=artifact_store, prefix_cache=prefix_cache, on_step=on_step
+            prepared,
+            cell,
+            group,
+            trial,
+            artifact_store=artifact_store,
+            prefix_cache=prefix_cache,
+            on_step=on_step,
+            interruptible=interruptible,
         )
-    task = prepared.tasks[cell.task]
     train, validation = encoded_splits(prepared, cell)
     metric = spec.metric_for(cell.task)
-    outcome = prepared.arm_of(cell).run(
+    with interruptible():
+        outcome = _train_single(prepared, cell, train, validation, metric, on_step, prefix_cache)
+    return _task_record(prepared, cell, cell.task, outcome, train, validation, trial, artifact_store)
+
+
+def _train_single(
+    prepared: PreparedStudy,
+    cell: Cell,
+    train: EncodedSplit,
+    validation: EncodedSplit,
+    metric: str,
+    on_step: Callable[[int, int], None] | None,
+    prefix_cache: PrefixCache,
+) -> RunOutcome:
+    """Fine-tune one task's cell with its arm."""
+    spec = prepared.spec
+    task = prepared.tasks[cell.task]
+    return prepared.arm_of(cell).run(
         level=cell.level,
         model_name=spec.model.name,
         task=task.data.task,
@@ -74,7 +101,6 @@ def run_cell(
         # only when not cross: arms that train with a loop of their own keep their signature
         **({"pair_encoding": cell.pair_encoding} if cell.pair_encoding != CROSS else {}),
     )
-    return _task_record(prepared, cell, cell.task, outcome, train, validation, trial, artifact_store)
 
 
 def _run_group_cell(
@@ -86,6 +112,7 @@ def _run_group_cell(
     artifact_store: Any,
     prefix_cache: PrefixCache,
     on_step: Callable[[int, int], None] | None,
+    interruptible: Callable[[], AbstractContextManager[None]],
 ) -> GroupTrialRecord:
     """Train the group's shared encoder on each task's subset of the cell's size; one record per task."""
     from freezestats.multitask import GroupMember, fine_tune_group
@@ -98,21 +125,22 @@ def _run_group_cell(
         members.append(
             GroupMember(task.data.task, spec.metric_for(name), train, validation, task.select_idx, task.score_idx)
         )
-    outcomes = fine_tune_group(
-        model_name=spec.model.name,
-        group=group,
-        members=members,
-        frozen_layers=cell.frozen_layers,
-        seed=cell.seed,
-        order_seed=cell.data_order_seed,
-        learning_rate=cell.learning_rate,
-        training=spec.training,
-        tokenizer=load_tokenizer(spec.model.name),
-        arm=prepared.arm,
-        on_step=on_step,
-        prefix_cache=prefix_cache,
-        pair_encoding=cell.pair_encoding,
-    )
+    with interruptible():
+        outcomes = fine_tune_group(
+            model_name=spec.model.name,
+            group=group,
+            members=members,
+            frozen_layers=cell.frozen_layers,
+            seed=cell.seed,
+            order_seed=cell.data_order_seed,
+            learning_rate=cell.learning_rate,
+            training=spec.training,
+            tokenizer=load_tokenizer(spec.model.name),
+            arm=prepared.arm,
+            on_step=on_step,
+            prefix_cache=prefix_cache,
+            pair_encoding=cell.pair_encoding,
+        )
     records = {
         m.task.name: _task_record(
             prepared, cell, m.task.name, outcomes[m.task.name], m.train, m.validation, trial, artifact_store
