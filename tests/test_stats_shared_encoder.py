@@ -74,6 +74,8 @@ def test_analyze_fits_the_freeze_model_on_runs_alone_and_adds_the_shared_encoder
     assert set(shared["task"]) == {"stsb"} and len(shared) == 8
     assert result.settings["n_runs"] == int((table["trained_with"] == "stsb").sum())
     assert any("shared_encoder table" in w for w in result.warnings)
+    # the blog's appendix has no STS-B: nothing to compare with is not a warning
+    assert "reference_comparison" not in result.tables and not any("reference" in w for w in result.warnings)
 
 
 def test_the_report_gets_a_shared_encoder_section(tmp_path) -> None:

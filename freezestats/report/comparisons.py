@@ -14,6 +14,7 @@ from freezestats.report.tables import fmt_num, present, sorted_cells
 if TYPE_CHECKING:
     pass
 from freezestats.report.writer import Writer, heading, task_table, why_missing
+from freezestats.stats.reference import load_reference
 
 __all__ = ["REFERENCE_NAME", "compute_section", "lee_section", "reference_section"]
 
@@ -148,6 +149,8 @@ def reference_section(inputs: ReportInputs, w: Writer) -> str:
         if part is None or not part["in_reference"].any():
             if part is not None and part["note"].notna().any():
                 reason = str(part["note"].dropna().iloc[0])
+            elif task not in (covered := set(load_reference()["task"])):
+                reason = f"the {REFERENCE_NAME} published {' and '.join(sorted(covered))} only"
             elif comparison is None:
                 reason = why_missing(inputs, task, "reference_comparison")
             else:
