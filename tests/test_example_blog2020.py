@@ -87,14 +87,14 @@ def test_real_collapsed_runs_get_finite_intervals_and_a_failure_model() -> None:
     failed have a positive, finite width, and the OLS cross-check gives NaN rather than zero-width intervals."""
     import warnings
 
-    from freezestats.analysis import _metric_failures
+    from freezestats.analysis_task import metric_failures
     from freezestats.stats import fit_ols
     from freezestats.stats.failures import failure_model
     from freezestats.stats.two_part import two_part_contrasts
 
     runs = pd.read_csv(EXAMPLE / "results.csv")
     sst2 = runs[runs["task"] == "sst2"]
-    flags, _ = _metric_failures(sst2, "heldout")  # what analyze judges as failed (binomial rule)
+    flags, _ = metric_failures(sst2, "heldout")  # what analyze judges as failed (binomial rule)
     flags = np.asarray(flags, dtype=bool)
     table = failure_model(sst2.assign(failed=flags), on_separation="nan")
     assert np.isfinite(table["estimate"]).all()

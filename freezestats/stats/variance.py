@@ -18,7 +18,7 @@ from freezestats.exceptions import ModelFitError
 from freezestats.stats._checks import CELL, check_confidence, prepare
 from freezestats.stats._multitest import holm
 
-__all__ = ["cell_summary", "seed_spread", "spread_test"]
+__all__ = ["cell_summary", "seed_spread", "spread_test", "variance_homogeneity"]
 
 SUMMARY_COLUMNS = [*CELL, "n", "mean", "median", "std", "min", "max"]
 SPREAD_COLUMNS = [*CELL, "n", "std", "ci_low", "ci_high"]
@@ -278,3 +278,38 @@ def spread_test(data: pd.DataFrame, response: str, task: str | None = None, by: 
     out["n_groups"] = out["n_groups"].astype(np.int64)
     out["n"] = out["n"].astype(np.int64)
     return out[[stratum, *_TEST_STATS]]
+
+
+def variance_homogeneity(data: pd.DataFrame, response: str) -> pd.DataFrame:
+    """Brown–Forsythe test that all (frozen_layers, train_size) cells share one residual variance.
+
+    The mixed and OLS models assume they do; fine-tuning runs often break it (collapsed cells have no
+    spread, small-data cells a lot). Cells with fewer than 3 runs are left out (with 2 runs both absolute
+    deviations from the median are equal, so they carry no information on spread).
+
+    Returns one row: ``statistic, p_val, n_groups, n, min_sd, max_sd``.
+    """
+    groups = [g[response].to_numpy(dtype=float) for _, g in data.groupby(["frozen_layers", "train_size"])]
+    groups = [g[~pd.isna(g)] for g in groups]
+    usable = [g for g in groups if len(g) >= 3]
+    if len(usable) < 2:
+        raise ModelFitError(
+            f"checking equal variances needs at least 2 cells with >= 3 runs each, but {len(usable)} cell(s) have "
+            "that many; run more seeds (grid.seeds)."
+        )
+    sds = [float(g.std(ddof=1)) for g in usable]
+    if max(sds) == 0:
+        raise ModelFitError("every cell has zero spread; there is no variance to compare.")
+    statistic, p_val = stats.levene(*usable, center="median")
+    return pd.DataFrame(
+        [
+            {
+                "statistic": float(statistic),
+                "p_val": float(p_val),
+                "n_groups": len(usable),
+                "n": int(sum(len(g) for g in usable)),
+                "min_sd": min(sds),
+                "max_sd": max(sds),
+            }
+        ]
+    )
