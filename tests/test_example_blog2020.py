@@ -59,7 +59,9 @@ def test_the_readme_numbers_are_what_the_analysis_computes_today() -> None:
     findings = _findings()
     text = findings.README.read_text()
     generated = findings.findings_markdown()
-    assert findings.readme_section(text) == generated, "run examples/blog2020-minilm/findings.py --write"
+    assert findings.readme_findings.readme_section(findings.README) == generated, (
+        "run examples/blog2020-minilm/findings.py --write"
+    )
     # the prose above the tables quotes them: every one-decimal number it cites must be in the tables
     prose = text.split(findings.START, 1)[0].split("## The blog's findings", 1)[1]
     cited = {m.lstrip("+−-") for m in re.findall(r"[+−-]?\d+\.\d+", prose)}

@@ -14,7 +14,6 @@ CPU, in progress) for the paired hardware check.
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 import sys
 import tempfile
@@ -29,8 +28,11 @@ from freezestats.item_predictions import read_item_predictions
 from freezestats.stats.reference import compare_with_reference
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import readme_findings  # noqa: E402  (examples/readme_findings.py: the README section's markers, --write, --check)
+
+START, END = readme_findings.START, readme_findings.END
 README = HERE / "README.md"
-START, END = "<!-- findings:start -->", "<!-- findings:end -->"
 # MiniLM-L6 has 6 layers, RoBERTa-base 12: the same *fraction* of the encoder frozen is k of 6 against 2k of 12.
 DEPTH_MATCH = {-1: -1, 0: 0, 1: 2, 2: 4, 4: 8, 5: 10, 6: 12}
 SST2_LEVELS = [-1, 1, 2, 4, 5, 6]
@@ -232,30 +234,5 @@ def findings_markdown() -> str:
     return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
 
 
-def readme_section(text: str) -> str:
-    if START not in text or END not in text:
-        raise SystemExit(f"{README} has no {START} ... {END} section")
-    return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the README's findings section")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README's section is out of date")
-    args = parser.parse_args()
-    new = findings_markdown()
-    text = README.read_text()
-    if args.write:
-        before, rest = text.split(START, 1)
-        README.write_text(before + START + "\n" + new + END + rest.split(END, 1)[1])
-        return 0
-    if args.check:
-        same = readme_section(text) == new
-        print("README findings are up to date." if same else "README findings differ from today's analysis.")
-        return 0 if same else 1
-    print(new)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(readme_findings.main(README, findings_markdown, __doc__.splitlines()[0]))
