@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from freezestats._spec_arms import ArmSpec, ArmVariant, parse_arms
 from freezestats._spec_groups import GroupSpec, parse_groups
+from freezestats._spec_lr_search import LRSearchSpec, parse_lr_search
 from freezestats._spec_pairs import BI, CROSS, parse_pair_encoding
 from freezestats._spec_parser import _Parser
 from freezestats.exceptions import SpecError
@@ -46,12 +47,8 @@ __all__ = [
 ]
 
 SPEC_VERSION = 1
-LR_SEARCH_MODES = ("none", "full-model", "per-cell")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
-SELECT_METRICS = ("select", "heldout", "best_dev", "final_dev")
-#: Default search seeds: 1001..1000+len(grid.seeds), disjoint from any ordinary grid seeds.
-SEARCH_SEED_BASE = 1001
 FULL = "full"
 
 
@@ -108,38 +105,6 @@ class TrainingSpec:
     frozen_dropout: str = "on"
     """``on``: frozen layers keep dropout while training (the blog's protocol). ``off``: they run in eval
     mode, which changes the experiment but makes their outputs cacheable (much faster at deep freezing)."""
-
-
-@dataclass(frozen=True)
-class LRSearchSpec:
-    """Optional learning-rate search (Lee, Tang & Lin 2019 search on the full model).
-
-    The search runs every rate on its own ``seeds`` (disjoint from the grid's), the rate is chosen on
-    ``select_metric`` (by default the best score on the selection half of the validation set, so the
-    scoring half never helps choose), and the grid then runs at that rate on the grid seeds. With
-    ``reuse`` the search runs on the grid seeds and its runs at the chosen rate are copied into the grid
-    (the behaviour before this option existed; those grid runs carry the winner's curse).
-    """
-
-    mode: str = "none"
-    rates: tuple[float, ...] = ()
-    select_metric: str = "select"
-    seeds: tuple[int, ...] = ()
-    reuse: bool = False
-
-    def stored_form(self, grid_seeds: tuple[int, ...]) -> dict[str, Any]:
-        """The plain data stored with the study and hashed.
-
-        Forms that existed before ``seeds`` and ``reuse`` keep their exact old shape, so that those
-        studies keep their spec hash: no search (``mode = "none"``), and a search that reuses its runs
-        on the grid seeds, which is what every search did then (:func:`parse_spec` reads the old shape
-        back as exactly that).
-        """
-        metric = _no_search_metric(self.select_metric) if self.mode == "none" else self.select_metric
-        data: dict[str, Any] = {"mode": self.mode, "rates": list(self.rates), "select_metric": metric}
-        if self.mode != "none" and not (self.reuse and self.seeds == grid_seeds):
-            data.update(seeds=list(self.seeds), reuse=self.reuse)
-        return data
 
 
 @dataclass(frozen=True)
@@ -288,51 +253,65 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<spec>") -> StudySpec:
 def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     """``stored``: ``raw`` is a study's stored copy (:meth:`StudySpec.to_dict`), not a spec file."""
     p = _Parser(source, stored)
-    p.keys(
-        raw,
-        "",
-        {
-            "version",
-            "name",
-            "description",
-            "tasks",
-            "model",
-            "grid",
-            "training",
-            "lr_search",
-            "metrics",
-            "execution",
-            "plugins",
-            "groups",
-            "arms",
-        },
-    )
-    version = p.integer(raw.get("version", SPEC_VERSION), "version", low=1)
-    if version > SPEC_VERSION:
-        raise SpecError(
-            f"`version` must be <= {SPEC_VERSION} for this freezestats, but got version={version} ({source})."
-        )
-    name = p.string(p.required(raw, "name", ""), "name")
-    if not name.strip() or any(ch in name for ch in "/\\"):
-        raise SpecError(f"`name` must be a non-empty name without slashes, but got name={name!r} ({source}).")
-    tasks = tuple(p.string(t, f"tasks[{i}]") for i, t in enumerate(p.nonempty_list(raw, "tasks", "")))
-    for i, task in enumerate(tasks):
-        try:
-            get_task(task)
-        except SpecError as err:
-            raise SpecError(f"{err} (tasks[{i}], {source})") from None
-    p.unique(tasks, "tasks")
-
+    p.keys(raw, "", _TOP_LEVEL_KEYS)
+    version, name, tasks = _parse_identity(p, raw)
     plugins = _parse_plugins(p, raw.get("plugins", []))
     groups = parse_groups(p, raw.get("groups", []))
-
     model_raw = p.table(raw, "model")
     p.keys(model_raw, "model.", {"name", "strategy"})
     model = ModelSpec(
         name=p.string(model_raw.get("name", ModelSpec.name), "model.name"),
         strategy=p.string(model_raw.get("strategy", ModelSpec.strategy), "model.strategy"),
     )
+    grid = _parse_grid(p, raw, [*tasks, *(t for group in groups for t in group.tasks)])
+    training = _parse_training(p, p.table(raw, "training"))
+    lr_search, arms = _parse_search_and_arms(p, raw, grid, groups, model, training, plugins)
+    return StudySpec(
+        name=name,
+        tasks=tasks,
+        grid=grid,
+        model=model,
+        training=training,
+        lr_search=lr_search,
+        execution=_parse_execution(p, p.table(raw, "execution")),
+        primary_metric=_parse_primary_metrics(p, p.table(raw, "metrics"), tasks, groups),
+        groups=groups,
+        plugins=plugins,
+        arms=arms,
+        description=p.string(raw.get("description", ""), "description"),
+        version=version,
+        source=source,
+    )
 
+
+_TOP_LEVEL_KEYS = {
+    "version", "name", "description", "tasks", "model", "grid", "training", "lr_search", "metrics", "execution",
+    "plugins", "groups", "arms",
+}  # fmt: skip
+
+
+def _parse_identity(p: _Parser, raw: Mapping[str, Any]) -> tuple[int, str, tuple[str, ...]]:
+    """``version``, ``name`` and ``tasks``: what the study is, checked before anything that depends on it."""
+    version = p.integer(raw.get("version", SPEC_VERSION), "version", low=1)
+    if version > SPEC_VERSION:
+        raise SpecError(
+            f"`version` must be <= {SPEC_VERSION} for this freezestats, but got version={version} ({p.source})."
+        )
+    name = p.string(p.required(raw, "name", ""), "name")
+    if not name.strip() or any(ch in name for ch in "/\\"):
+        raise SpecError(f"`name` must be a non-empty name without slashes, but got name={name!r} ({p.source}).")
+    tasks = tuple(p.string(t, f"tasks[{i}]") for i, t in enumerate(p.nonempty_list(raw, "tasks", "")))
+    for i, task in enumerate(tasks):
+        try:
+            get_task(task)
+        except SpecError as err:
+            raise SpecError(f"{err} (tasks[{i}], {p.source})") from None
+    p.unique(tasks, "tasks")
+    return version, name, tasks
+
+
+def _parse_grid(p: _Parser, raw: Mapping[str, Any], all_tasks: list[str]) -> GridSpec:
+    """``[grid]``: the axes every task's cells cross (frozen depths only without ``[[arms]]``)."""
     grid_raw = p.table(raw, "grid")
     p.keys(
         grid_raw,
@@ -377,16 +356,18 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         (order_seeds or (), "grid.order_seeds"),
     ):
         p.unique(values, key)
-    grid = GridSpec(
+    return GridSpec(
         frozen_layers=frozen,
         train_sizes=tuple(sizes),
         seeds=seeds,
         subset_draws=p.integer(grid_raw.get("subset_draws", 1), "grid.subset_draws", low=1),
         order_seeds=order_seeds,
-        **parse_pair_encoding(p, grid_raw, frozen, [*tasks, *(t for group in groups for t in group.tasks)]),
+        **parse_pair_encoding(p, grid_raw, frozen, all_tasks),
     )
 
-    tr = p.table(raw, "training")
+
+def _parse_training(p: _Parser, tr: Mapping[str, Any]) -> TrainingSpec:
+    """``[training]``: the fine-tuning protocol every cell shares."""
     p.keys(tr, "training.", set(TrainingSpec.__dataclass_fields__))
     d = TrainingSpec()
     training = TrainingSpec(
@@ -408,12 +389,25 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     if training.warmup_epochs > training.epochs:
         raise SpecError(
             "`training.warmup_epochs` must be <= `training.epochs`, but got "
-            f"warmup_epochs={training.warmup_epochs}, epochs={training.epochs} ({source})."
+            f"warmup_epochs={training.warmup_epochs}, epochs={training.epochs} ({p.source})."
         )
+    return training
 
+
+def _parse_search_and_arms(
+    p: _Parser,
+    raw: Mapping[str, Any],
+    grid: GridSpec,
+    groups: tuple[GroupSpec, ...],
+    model: ModelSpec,
+    training: TrainingSpec,
+    plugins: tuple[str, ...],
+) -> tuple[LRSearchSpec, tuple[ArmSpec, ...]]:
+    """``[lr_search]`` and ``[[arms]]``, with the combinations of them, groups and bi cells not supported yet."""
+    with_arms = "arms" in raw
     if with_arms and p.table(raw, "lr_search").get("mode", "none") != "none":
         raise p.fail("`lr_search.mode` must be 'none' with [[arms]]: each arm sets its own `learning_rate`")
-    lr_search = _parse_lr_search(p, p.table(raw, "lr_search"), grid)
+    lr_search = parse_lr_search(p, p.table(raw, "lr_search"), grid)
     if groups and lr_search.mode != "none":
         raise p.fail("`groups` run at `training.learning_rate`; a learning-rate search for groups is not supported yet")
     if lr_search.mode != "none" and BI in grid.pair_encoding:
@@ -421,22 +415,22 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
             "`grid.pair_encoding` 'bi' cells run at `training.learning_rate`; a learning-rate search for them is "
             "not supported yet"
         )
-    if groups and FULL in sizes:
+    if groups and FULL in grid.train_sizes:
         raise p.fail("`grid.train_sizes` of a study with `groups` must be numbers (each task's subset), not 'full'")
-    arms: tuple[ArmSpec, ...] = ()
-    if with_arms:
-        if lr_search.mode != "none":  # pragma: no cover - refused above
-            raise p.fail("`lr_search.mode` must be 'none' with [[arms]]: each arm sets its own `learning_rate`")
-        if model.strategy != ModelSpec.strategy:
-            raise p.fail("`model.strategy` must be left out with [[arms]]: set `strategy` in the freeze arm's table")
-        from freezestats.arms import load_plugins  # the kinds that plugins register must be known here
-
-        load_plugins(plugins)
-        arms = parse_arms(p, raw["arms"], training.learning_rate)
-    if groups and arms:
+    if not with_arms:
+        return lr_search, ()
+    if model.strategy != ModelSpec.strategy:
+        raise p.fail("`model.strategy` must be left out with [[arms]]: set `strategy` in the freeze arm's table")
+    if groups:
         raise p.fail("`groups` and [[arms]] cannot be combined yet: a task group trains the freeze arm's encoder only")
+    from freezestats.arms import load_plugins  # the kinds that plugins register must be known here
 
-    ex = p.table(raw, "execution")
+    load_plugins(plugins)
+    return lr_search, parse_arms(p, raw["arms"], training.learning_rate)
+
+
+def _parse_execution(p: _Parser, ex: Mapping[str, Any]) -> ExecutionSpec:
+    """``[execution]``: retries and heartbeats (never part of what a study measures)."""
     p.keys(ex, "execution.", set(ExecutionSpec.__dataclass_fields__))
     execution = ExecutionSpec(
         max_retries=p.integer(ex.get("max_retries", 1), "execution.max_retries", low=0),
@@ -448,37 +442,26 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
             "`execution.grace_period` must be > `execution.heartbeat_interval`, but got "
             f"grace_period={execution.grace_period}, heartbeat_interval={execution.heartbeat_interval}"
         )
+    return execution
 
-    metrics_raw = p.table(raw, "metrics")
+
+def _parse_primary_metrics(
+    p: _Parser, metrics_raw: Mapping[str, Any], tasks: tuple[str, ...], groups: tuple[GroupSpec, ...]
+) -> dict[str, str]:
+    """``[metrics] primary``: a task's metric other than its default, for a task of the study or of a group."""
     p.keys(metrics_raw, "metrics.", {"primary"})
     primary_raw = metrics_raw.get("primary", {})
     if not isinstance(primary_raw, Mapping):
-        raise SpecError(f"`metrics.primary` must be a table of task = metric, but got {primary_raw!r} ({source}).")
+        raise SpecError(f"`metrics.primary` must be a table of task = metric, but got {primary_raw!r} ({p.source}).")
+    known = list(dict.fromkeys([*tasks, *(t for group in groups for t in group.tasks)]))
     primary: dict[str, str] = {}
     for task, metric in primary_raw.items():
-        known = list(dict.fromkeys([*tasks, *(t for group in groups for t in group.tasks)]))
         if task not in known:
             raise SpecError(
-                f"`metrics.primary.{task}` names a task that is not in `tasks` or a group {known} ({source})."
+                f"`metrics.primary.{task}` names a task that is not in `tasks` or a group {known} ({p.source})."
             )
         primary[task] = p.choice(metric, f"metrics.primary.{task}", get_task(task).metrics)
-
-    return StudySpec(
-        name=name,
-        tasks=tasks,
-        grid=grid,
-        model=model,
-        training=training,
-        lr_search=lr_search,
-        execution=execution,
-        primary_metric=primary,
-        groups=groups,
-        plugins=plugins,
-        arms=arms,
-        description=p.string(raw.get("description", ""), "description"),
-        version=version,
-        source=source,
-    )
+    return primary
 
 
 def _parse_plugins(p: _Parser, value: Any) -> tuple[str, ...]:
@@ -491,76 +474,6 @@ def _parse_plugins(p: _Parser, value: Any) -> tuple[str, ...]:
             raise p.fail(f"`plugins[{i}]` must be a dotted module name like 'my_arms.probe', but got {module!r}")
     p.unique(modules, "plugins")
     return modules
-
-
-def _no_search_metric(metric: str) -> str:
-    """Without a search the selection metric is unused; it is kept as the old default ("heldout", from
-    before "select" existed), so that every study made without a search keeps its spec hash."""
-    return "heldout" if metric == "select" else metric
-
-
-def _parse_lr_search(p: _Parser, lr_raw: Mapping[str, Any], grid: GridSpec) -> LRSearchSpec:
-    """``[lr_search]``: mode, rates, seeds (disjoint from the grid's), selection metric, reuse."""
-    p.keys(lr_raw, "lr_search.", {"mode", "rates", "select_metric", "seeds", "reuse"})
-    mode = p.choice(lr_raw.get("mode", "none"), "lr_search.mode", LR_SEARCH_MODES)
-    if mode == "none":
-        for key, unset in (("rates", []), ("seeds", []), ("reuse", False)):
-            if lr_raw.get(key, unset) != unset:
-                raise p.fail(f"`lr_search.{key}` is set but `lr_search.mode` is 'none'; set a mode or drop the {key}")
-        metric = p.choice(lr_raw.get("select_metric", "heldout"), "lr_search.select_metric", SELECT_METRICS)
-        return LRSearchSpec(mode=mode, select_metric=_no_search_metric(metric))
-    rates = tuple(
-        p.number(v, f"lr_search.rates[{i}]", positive=True)
-        for i, v in enumerate(p.nonempty_list(lr_raw, "rates", "lr_search."))
-    )
-    p.unique(rates, "lr_search.rates")
-    if grid.crossed and lr_raw.get("reuse") is True:
-        raise p.fail(
-            "`lr_search.reuse = true` copies search runs into the grid, but search runs follow their seed's data "
-            "order and the grid's `grid.order_seeds` cross it with other orders; drop `reuse` or `grid.order_seeds`"
-        )
-    if mode == "full-model" and 0 not in grid.frozen_layers:
-        raise p.fail(
-            "`lr_search.mode = 'full-model'` searches on the full model, so `grid.frozen_layers` must "
-            f"contain 0, but got frozen_layers={list(grid.frozen_layers)}"
-        )
-    # A stored spec without `seeds`/`reuse` is the old shape (see LRSearchSpec.stored_form): that search
-    # ran on the grid seeds and its runs were reused. A spec file always gets the new defaults.
-    legacy = p.stored and "seeds" not in lr_raw and "reuse" not in lr_raw
-    reuse = True if legacy else lr_raw.get("reuse", False)
-    if not isinstance(reuse, bool):
-        raise p.fail(f"`lr_search.reuse` must be true or false, but got reuse={reuse!r}")
-    if "seeds" in lr_raw:
-        seeds = tuple(
-            p.integer(v, f"lr_search.seeds[{i}]", low=0)
-            for i, v in enumerate(p.nonempty_list(lr_raw, "seeds", "lr_search."))
-        )
-        p.unique(seeds, "lr_search.seeds")
-        given = "lr_search.seeds"
-    elif reuse:
-        seeds, given = grid.seeds, "lr_search.seeds (default with reuse: the grid seeds)"
-    else:
-        # Default: as many search seeds as grid seeds, numbered from 1001 so they never coincide with
-        # the usual small grid seeds; the search never silently runs on (and selects with) grid seeds.
-        seeds = tuple(range(SEARCH_SEED_BASE, SEARCH_SEED_BASE + len(grid.seeds)))
-        given = f"lr_search.seeds (default {SEARCH_SEED_BASE}..{SEARCH_SEED_BASE + len(grid.seeds) - 1})"
-    if reuse:
-        if set(seeds) != set(grid.seeds):
-            raise p.fail(
-                "`lr_search.reuse = true` copies search runs into the grid, so `lr_search.seeds` must equal "
-                f"`grid.seeds`, but got lr_search.seeds={list(seeds)} and grid.seeds={list(grid.seeds)}"
-            )
-        seeds = grid.seeds  # the grid's order: the stored form of a reusing search is the old one
-    else:
-        overlap = sorted(set(seeds) & set(grid.seeds))
-        if overlap:
-            raise p.fail(
-                "`lr_search.seeds` must be disjoint from `grid.seeds` (the rate must not be chosen on the runs "
-                f"the grid reports; set `lr_search.reuse = true` to copy them on purpose), but {given}="
-                f"{list(seeds)} and grid.seeds={list(grid.seeds)} share {overlap}"
-            )
-    metric = p.choice(lr_raw.get("select_metric", "select"), "lr_search.select_metric", SELECT_METRICS)
-    return LRSearchSpec(mode=mode, rates=rates, select_metric=metric, seeds=seeds, reuse=reuse)
 
 
 def check_against(spec: StudySpec, n_layers: int, pool_sizes: Mapping[str, int]) -> None:
