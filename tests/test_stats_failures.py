@@ -11,15 +11,8 @@ import pytest
 from scipy.stats import binom, binomtest, chi2, norm
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.failures import (
-    _firth,
-    _firth_hessian,
-    _firth_point,
-    failure_model,
-    failure_rates,
-    failure_summary,
-    flag_failures,
-)
+from freezestats.stats.failures import failure_model, failure_rates, failure_summary, flag_failures
+from freezestats.stats.firth import _firth, _firth_hessian, _firth_point
 
 SIZES = (50, 100, 200, 500, 1000)
 DEPTHS = (-1, 0, 2, 4, 8, 10, 12)
