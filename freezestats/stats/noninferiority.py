@@ -415,7 +415,7 @@ def noninferiority_answer(table: pd.DataFrame, baseline_check: pd.DataFrame | No
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Helpers shared with freezestats.stats.lee
+# Helpers shared with freezestats.stats.lee and freezestats.stats.lee_tests
 
 
 def depth_rank(frozen_layers: np.ndarray) -> np.ndarray:
