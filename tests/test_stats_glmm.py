@@ -248,7 +248,7 @@ def test_marginal_accuracy_is_pulled_towards_one_half_and_is_the_average_run() -
 
     # the interval is the Wald interval of eta, transformed
     crit = stats.norm.ppf(0.975)
-    from freezestats.stats.laplace import marginal_probability
+    from freezestats.stats.marginal import marginal_probability
 
     variance = [fit.random_effect_variance(n) for n in result["train_size"]]
     low = marginal_probability(emm["emmean"] - crit * emm["se"], variance, 200)

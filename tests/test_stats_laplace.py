@@ -21,13 +21,8 @@ from scipy.special import expit
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import laplace
-from freezestats.stats.laplace import (
-    LaplaceFit,
-    RandomTerm,
-    fit_binomial_laplace,
-    marginal_probability,
-    marginal_probability_derivative,
-)
+from freezestats.stats.laplace import LaplaceFit, RandomTerm, fit_binomial_laplace
+from freezestats.stats.marginal import marginal_probability, marginal_probability_derivative
 
 DATA = Path(__file__).resolve().parent / "data"
 R_PACKAGES = ("lme4", "jsonlite")

@@ -35,13 +35,8 @@ from freezestats.stats._design import (
     _prepare,
     _Prepared,
 )
-from freezestats.stats.laplace import (
-    LaplaceFit,
-    RandomTerm,
-    fit_binomial_laplace,
-    marginal_probability,
-    marginal_probability_derivative,
-)
+from freezestats.stats.laplace import LaplaceFit, RandomTerm, fit_binomial_laplace
+from freezestats.stats.marginal import marginal_probability, marginal_probability_derivative
 
 __all__ = ["COUNT_COLUMNS", "LAPLACE_METHOD", "RUN_VARIANCES", "GlmmFit", "fit_glmm", "marginal_accuracy"]
 
@@ -433,9 +428,9 @@ def marginal_accuracy(fit: GlmmFit, *, confidence: float = 0.95) -> pd.DataFrame
           typical seed's typical run); it is farther from 0.5 than the average run
         * ``marginal``: :math:`E[\operatorname{expit}(x'\hat\beta + u)]`, :math:`u \sim N(0, \hat\sigma^2_{seed}
           + \hat\sigma^2_{run,n} [+ \hat\sigma^2_{subset}])`, the population-average accuracy over seeds and
-          runs at that train size (:func:`~freezestats.stats.laplace.marginal_probability`, Gauss–Hermite)
+          runs at that train size (:func:`~freezestats.stats.marginal.marginal_probability`, Gauss–Hermite)
         * ``se``: delta-method standard error of ``marginal``, :math:`g'(\eta) \sqrt{x' \hat V x}` with
-          :math:`g' =` :func:`~freezestats.stats.laplace.marginal_probability_derivative`
+          :math:`g' =` :func:`~freezestats.stats.marginal.marginal_probability_derivative`
         * ``ci_low``, ``ci_high``: interval of ``marginal``
 
     Raises
