@@ -57,7 +57,7 @@ from scipy import special, stats
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.emm import _design_rows
 from freezestats.stats.failure_rates_pooled import pooled_failure_probabilities
-from freezestats.stats.failures import _firth
+from freezestats.stats.firth import _firth
 from freezestats.stats.mixed import fit_mixed
 
 __all__ = ["TWO_PART_COLUMNS", "failures_within_cells", "two_part_contrasts"]
