@@ -20,7 +20,7 @@ def test_every_arm_runs_on_minilm_and_real_sst2(tmp_path: Path, glue_dir: Path) 
     clear_feature_cache()
     raw = simple_spec(
         grid={"train_sizes": [50], "seeds": [1]},
-        training={"epochs": 1, "eval_every_epochs": 0.5, "eval_batch_size": 128, "device": "cpu"},
+        training={"epochs": 1, "eval_every_epochs": 1, "eval_batch_size": 128, "device": "cpu"},
     )
     del raw["grid"]["frozen_layers"]
     raw["arms"] = [

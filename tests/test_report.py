@@ -39,12 +39,12 @@ def _listing(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="session")
 def real_report(tmp_path_factory: pytest.TempPathFactory, glue_dir: Path) -> Path:
-    """12 real fine-tuning runs (sizes 50/100 × frozen 0/3/6 × seeds 1/2, 2 epochs) and their report."""
+    """12 real fine-tuning runs (sizes 50/100 × frozen 0/3/6 × seeds 1/2, 1 epoch) and their report."""
     folder = tmp_path_factory.mktemp("real-study")
     spec = simple_spec(
         name="report-real",
         grid={"frozen_layers": [0, 3, 6], "train_sizes": [50, 100], "seeds": [1, 2]},
-        training={"epochs": 2, "eval_every_epochs": 1, "max_length": 64},
+        training={"epochs": 1, "eval_every_epochs": 1, "max_length": 64},
     )
     spec["name"] = "report-real"
     path = write_spec(folder, spec)
@@ -70,7 +70,7 @@ def test_real_study_report_files(real_report: Path) -> None:
     assert "minilm-l6" in html and "frozen_dropout" in html
     methods = qmd.split("## Methods")[1]
     assert "precision `auto` (ran as bf16)" in methods or "precision `auto` (ran as fp32)" in methods
-    # Where full fine-tuning is not shown to beat the majority class (a 2-epoch MiniLM at 50-100 examples),
+    # Where full fine-tuning is not shown to beat the majority class (a 1-epoch MiniLM at 50-100 examples),
     # the answer states no cost for that size; where it is, the answer is a non-inferiority statement.
     answer = qmd.split("## The answer")[1].split("## Methods")[0]
     checks = pd.read_parquet(real_report / "analysis" / "baseline_check.parquet")
