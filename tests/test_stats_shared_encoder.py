@@ -65,6 +65,15 @@ def test_a_task_never_trained_in_a_group_is_refused() -> None:
         shared_encoder_contrasts(table[table["trained_with"] == "stsb"], "best_dev", task="stsb")
 
 
+def test_an_unfinished_group_cell_is_named_by_its_group_and_depth() -> None:
+    """A study still running: the group has no runs at n = 1000 yet; the error names those cells as the study does."""
+    table = _study(1)
+    unfinished = table[~((table["trained_with"] == "g") & (table["train_size"] == 1000))]
+    with pytest.raises(ModelFitError, match=r"2 have none: g, frozen 0 at n = 1000, g, frozen 3 at n = 1000;") as err:
+        shared_encoder_contrasts(unfinished, "best_dev", task="stsb")
+    assert "frozen_layers=" not in str(err.value)
+
+
 def test_analyze_fits_the_freeze_model_on_runs_alone_and_adds_the_shared_encoder_table() -> None:
     from freezestats.analysis import analyze
 

@@ -33,7 +33,7 @@ from freezestats.stats._design import standard_errors
 from freezestats.stats._multitest import adjusted_t_tests
 from freezestats.stats.emm import _design_rows
 from freezestats.stats.mixed import fit_mixed
-from freezestats.stats.strategies import strategy_codes
+from freezestats.stats.strategies import require_every_cell, strategy_codes
 
 __all__ = ["SHARED_ENCODER_COLUMNS", "shared_encoder_contrasts"]
 
@@ -66,6 +66,7 @@ def shared_encoder_contrasts(
     labelled = frame.assign(arm=setting, arm_level=frame["frozen_layers"].astype("int64"))
     codes = strategy_codes(labelled, (_ALONE, 0))
     coded = labelled.merge(codes, on=["arm", "arm_level"])
+    require_every_cell(coded, f"shared_encoder_contrasts (task {task!r})", cell="{arm}, frozen {level}")
     fit = fit_mixed(coded.assign(frozen_layers=coded["code"]), response, variance=variance)
     code_of = {(a, int(k)): int(c) for a, k, c in codes[["arm", "arm_level", "code"]].itertuples(index=False)}
     sizes = sorted(int(n) for n in coded["train_size"].unique())

@@ -75,6 +75,30 @@ def strategy_codes(runs: pd.DataFrame, reference: Sequence[object] = ("freeze", 
     ).reset_index(drop=True)
 
 
+def require_every_cell(coded: pd.DataFrame, caller: str, cell: str = "{arm}:{level}") -> None:
+    """Every (arm, arm_level) of ``coded`` has a run at every train size, else one error naming the empty cells.
+
+    The mixed model would refuse them too, but by its integer codes (``frozen_layers=3``), which name nothing the
+    user can find in the study; ``cell`` formats an (arm, level) pair as the caller's readers know it.
+    """
+    sizes = sorted(int(n) for n in coded["train_size"].unique())
+    levels = coded[["arm", "arm_level"]].drop_duplicates().sort_values(["arm", "arm_level"])
+    present = {
+        (str(a), int(k), int(n)) for a, k, n in coded[["arm", "arm_level", "train_size"]].itertuples(index=False)
+    }
+    missing = [
+        f"{cell.format(arm=a, level=int(k))} at n = {n}"
+        for a, k in levels.itertuples(index=False)
+        for n in sizes
+        if (str(a), int(k), n) not in present
+    ]
+    if missing:
+        raise ModelFitError(
+            f"{caller}: every cell needs a run at every train size for the model with an interaction, but "
+            f"{len(missing)} have none: {', '.join(missing)}; run the study on (it resumes) or leave those out."
+        )
+
+
 def strategy_contrasts(
     runs: pd.DataFrame,
     response: str,
@@ -95,6 +119,7 @@ def strategy_contrasts(
     codes = strategy_codes(frame, reference)
     coded = frame.assign(arm_level=frame["arm_level"].astype("int64")).merge(codes, on=["arm", "arm_level"])
     coded = coded.assign(frozen_layers=coded["code"])
+    require_every_cell(coded, "strategy_contrasts")
     fit = fit_mixed(coded, response, variance=variance)
     table = contrasts_vs_reference(fit, reference=0, adjust=adjust)
     back = codes.set_index("code")
