@@ -69,9 +69,20 @@ def test_an_unfinished_group_cell_is_named_by_its_group_and_depth() -> None:
     """A study still running: the group has no runs at n = 1000 yet; the error names those cells as the study does."""
     table = _study(1)
     unfinished = table[~((table["trained_with"] == "g") & (table["train_size"] == 1000))]
-    with pytest.raises(ModelFitError, match=r"2 have none: g, frozen 0 at n = 1000, g, frozen 3 at n = 1000;") as err:
+    with pytest.raises(
+        ModelFitError,
+        match=r"2 have fewer \(runs in brackets\): g, frozen 0 at n = 1000 \(0\), g, frozen 3 at n = 1000 \(0\);",
+    ) as err:
         shared_encoder_contrasts(unfinished, "best_dev", task="stsb")
     assert "frozen_layers=" not in str(err.value)
+
+
+def test_a_cell_with_one_run_is_refused_not_given_a_near_zero_variance() -> None:
+    table = _study(2)
+    lone = (table["trained_with"] == "g") & (table["frozen_layers"] == 3) & (table["train_size"] == 200)
+    one_left = table[~lone | (table["seed"] == table.loc[lone, "seed"].min())]
+    with pytest.raises(ModelFitError, match=r"1 have fewer \(runs in brackets\): g, frozen 3 at n = 200 \(1\);"):
+        shared_encoder_contrasts(one_left, "best_dev", task="stsb")
 
 
 def test_analyze_fits_the_freeze_model_on_runs_alone_and_adds_the_shared_encoder_table() -> None:

@@ -45,7 +45,9 @@ def test_codes_put_the_reference_first_and_refuse_a_missing_one() -> None:
 def test_an_unfinished_cell_is_named_by_its_arm_not_by_the_models_code() -> None:
     table = _study(0)
     unfinished = table[~((table["arm"] == "lora") & (table["train_size"] == SIZES[-1]))]
-    with pytest.raises(ModelFitError, match=rf"1 have none: lora:16 at n = {SIZES[-1]};") as err:
+    with pytest.raises(
+        ModelFitError, match=rf"1 have fewer \(runs in brackets\): lora:16 at n = {SIZES[-1]} \(0\);"
+    ) as err:
         strategy_contrasts(unfinished, "best_dev")
     assert "frozen_layers=" not in str(err.value)
 

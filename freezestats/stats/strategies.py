@@ -76,26 +76,29 @@ def strategy_codes(runs: pd.DataFrame, reference: Sequence[object] = ("freeze", 
 
 
 def require_every_cell(coded: pd.DataFrame, caller: str, cell: str = "{arm}:{level}") -> None:
-    """Every (arm, arm_level) of ``coded`` has a run at every train size, else one error naming the empty cells.
+    """Every (arm, arm_level) of ``coded`` has two runs or more at every train size, else one error naming the
+    cells short of them.
 
-    The mixed model would refuse them too, but by its integer codes (``frozen_layers=3``), which name nothing the
-    user can find in the study; ``cell`` formats an (arm, level) pair as the caller's readers know it.
+    These models give each cell its own residual variance: a cell with one run cannot estimate it, and the fit
+    then puts it near zero, an interval as narrow as the seed variance alone allows. The mixed model would
+    refuse an empty cell too, but by its integer codes (``frozen_layers=3``), which name nothing the user can find
+    in the study; ``cell`` formats an (arm, level) pair as the caller's readers know it.
     """
     sizes = sorted(int(n) for n in coded["train_size"].unique())
     levels = coded[["arm", "arm_level"]].drop_duplicates().sort_values(["arm", "arm_level"])
-    present = {
-        (str(a), int(k), int(n)) for a, k, n in coded[["arm", "arm_level", "train_size"]].itertuples(index=False)
-    }
-    missing = [
-        f"{cell.format(arm=a, level=int(k))} at n = {n}"
+    counts = coded.groupby(["arm", "arm_level", "train_size"]).size()
+    runs = {(str(a), int(k), int(n)): int(c) for (a, k, n), c in counts.items()}
+    short = [
+        f"{cell.format(arm=a, level=int(k))} at n = {n} ({runs.get((str(a), int(k), n), 0)})"
         for a, k in levels.itertuples(index=False)
         for n in sizes
-        if (str(a), int(k), n) not in present
+        if runs.get((str(a), int(k), n), 0) < 2
     ]
-    if missing:
+    if short:
         raise ModelFitError(
-            f"{caller}: every cell needs a run at every train size for the model with an interaction, but "
-            f"{len(missing)} have none: {', '.join(missing)}; run the study on (it resumes) or leave those out."
+            f"{caller}: every cell needs at least two runs at every train size (each cell has its own residual "
+            f"variance), but {len(short)} have fewer (runs in brackets): {', '.join(short)}; run the study on (it "
+            "resumes) or leave those out."
         )
 
 
