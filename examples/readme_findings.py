@@ -12,7 +12,7 @@ that moves a published number fails until the README is regenerated and the diff
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 START, END = "<!-- findings:start -->", "<!-- findings:end -->"
@@ -49,3 +49,18 @@ def main(readme: Path, findings_markdown: Callable[[], str], description: str) -
         return 0 if same else 1
     print(new)
     return 0
+
+
+def table_head(title: str, columns: Sequence[str], align: str) -> list[str]:
+    """A findings section's opening lines: its title paragraph, a blank line and a markdown table's head.
+
+    ``align`` has one letter per column: ``l`` (left) or ``r`` (right, for numbers).
+    """
+    if len(align) != len(columns):
+        raise ValueError(f"table_head: {len(columns)} columns but {len(align)} alignments ({align!r})")
+    return [title, "", table_row(columns), "|" + "".join("---:|" if a == "r" else "---|" for a in align)]
+
+
+def table_row(cells: Sequence[object]) -> str:
+    """One markdown table row."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"

@@ -59,13 +59,12 @@ def interval(low: float, high: float) -> str:
 
 def answer_section(analysis: Analysis) -> list[str]:
     answer = analysis.tables["answer"]
-    lines = [
+    lines = readme_findings.table_head(
         "**The answer, per task and train size** (held-out accuracy; non-inferiority within 1 point, "
         "fixed sequence shallow to deep):",
-        "",
-        "| task | n | answer |",
-        "|---|---:|---|",
-    ]
+        ["task", "n", "answer"],
+        "lrl",
+    )
     for row in answer.sort_values(["task", "train_size"]).itertuples():
         lines.append(f"| {row.task} | {row.train_size} | {row.statement} |")
     return lines
@@ -74,13 +73,12 @@ def answer_section(analysis: Analysis) -> list[str]:
 def contrast_section(analysis: Analysis) -> list[str]:
     c = analysis.tables["contrasts"]
     c = c[(c["fit"] == "all_runs") & (c["task"] == "sst2")]
-    lines = [
+    lines = readme_findings.table_head(
         "**SST-2, each frozen depth minus full fine-tuning (frozen 0)**, held-out accuracy in points, "
         "estimate [95% interval, Holm-adjusted within a size]:",
-        "",
-        "| n | " + " | ".join(f"frozen {k}" for k in SST2_LEVELS) + " |",
-        "|---:|" + "---|" * len(SST2_LEVELS),
-    ]
+        ["n", *(f"frozen {k}" for k in SST2_LEVELS)],
+        "r" + "l" * len(SST2_LEVELS),
+    )
     for size, at in c.groupby("train_size"):
         at = at.set_index("frozen_layers")
         cells = [
@@ -94,12 +92,11 @@ def contrast_section(analysis: Analysis) -> list[str]:
 def failure_section(analysis: Analysis) -> list[str]:
     f = analysis.tables["failure_rates"]
     levels = sorted(f["frozen_layers"].unique())
-    lines = [
+    lines = readme_findings.table_head(
         "**Failed runs** (held-out accuracy not above the majority class, binomial rule), failed of 5 seeds:",
-        "",
-        "| task | n | " + " | ".join(f"{k}" for k in levels) + " |",
-        "|---|---:|" + "---:|" * len(levels),
-    ]
+        ["task", "n", *levels],
+        "lr" + "r" * len(levels),
+    )
     for (task, size), at in f.groupby(["task", "train_size"]):
         at = at.set_index("frozen_layers")
         lines.append(f"| {task} | {size} | " + " | ".join(str(int(at.at[k, "n_failed"])) for k in levels) + " |")
@@ -111,14 +108,13 @@ def reference_section(results: pd.DataFrame) -> list[str]:
     ours = results[results["role"] == "grid"].copy()
     ours["frozen_layers"] = ours["frozen_layers"].map(DEPTH_MATCH)
     table = compare_with_reference(ours, response="best_dev")
-    lines = [
+    lines = readme_findings.table_head(
         "**Beside the blog's appendix** (RoBERTa-base; its statistic, best_dev; depth matched by fraction: "
         "MiniLM frozen k of 6 against RoBERTa 2k of 12). Mean over 5 seeds, ours − blog with a Welch 95% "
         "interval:",
-        "",
-        "| task | n | frozen (of 6 / of 12) | MiniLM | RoBERTa | difference |",
-        "|---|---:|---|---:|---:|---|",
-    ]
+        ["task", "n", "frozen (of 6 / of 12)", "MiniLM", "RoBERTa", "difference"],
+        "lrlrrl",
+    )
     inverse = {v: k for k, v in DEPTH_MATCH.items()}
     for row in table[table["in_reference"]].itertuples():
         if row.frozen_layers not in (-1, 0, 4, 8, 12):
@@ -144,13 +140,12 @@ def spread_section(results: pd.DataFrame) -> list[str]:
     ref = pd.read_csv(HERE.parents[1] / "data" / "reference" / "blog2020_roberta_base.csv")
     ref = ref[(ref["task"] == "sst2") & ref["frozen_layers"].isin([-1, 0, 2, 4])]
     ref_sd = ref.groupby("train_size")["std"].median()
-    lines = [
+    lines = readme_findings.table_head(
         "**Seed spread, SST-2** (SD of best_dev over 5 seeds, median over the shallow depths: MiniLM −1/0/1/2, "
         "RoBERTa −1/0/2/4), in points:",
-        "",
-        "| n | MiniLM | RoBERTa |",
-        "|---:|---:|---:|",
-    ]
+        ["n", "MiniLM", "RoBERTa"],
+        "rrr",
+    )
     for size in sd.index:
         lines.append(f"| {size} | {100 * sd[size]:.2f} | {100 * ref_sd[size]:.2f} |")
     return lines
@@ -159,13 +154,12 @@ def spread_section(results: pd.DataFrame) -> list[str]:
 def items_section(analysis: Analysis) -> list[str]:
     t = analysis.tables["noninferiority_items"]
     t = t[(t["task"] == "sst2") & (t["train_size"] == 1000) & t["tested"]]
-    lines = [
+    lines = readme_findings.table_head(
         "**One dev set for every run** (SST-2, n = 1000): lower 95% bound of frozen − full, seeds only against "
         "seeds and dev-set items (margin −1.0):",
-        "",
-        "| frozen | estimate | lower (seeds) | lower (seeds + items) | non-inferior with items |",
-        "|---:|---:|---:|---:|---|",
-    ]
+        ["frozen", "estimate", "lower (seeds)", "lower (seeds + items)", "non-inferior with items"],
+        "rrrrl",
+    )
     for row in t.itertuples():
         lines.append(
             f"| {row.frozen_layers} | {pts(row.estimate)} | {pts(row.lower_seed)} | {pts(row.lower)} "
@@ -176,13 +170,12 @@ def items_section(analysis: Analysis) -> list[str]:
 
 def power_section(analysis: Analysis) -> list[str]:
     per_size = analysis.settings["seeds_per_size"]
-    lines = [
+    lines = readme_findings.table_head(
         "**Seeds per cell for 80% power** (detect a 2-point loss / show non-inferiority within 1 point; "
         "Holm within a size; from the fitted variances):",
-        "",
-        "| task | " + " | ".join(f"n = {n}" for n in per_size["sst2"]) + " |",
-        "|---|" + "---|" * len(per_size["sst2"]),
-    ]
+        ["task", *(f"n = {n}" for n in per_size["sst2"])],
+        "l" * (1 + len(per_size["sst2"])),
+    )
     for task, sizes in sorted(per_size.items()):
         cells = [f"{v['detect_delta'] or '>20'} / {v['noninferior'] or '>20'}" for v in sizes.values()]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")

@@ -79,19 +79,18 @@ def freezing_section(analysis: Analysis) -> list[str]:
     shared = analysis.tables["shared_encoder"]
     within = shared[shared["comparison"] == "frozen_vs_0"]
     head = [f"alone: {k} − 0" for k in FROZEN] + [f"together: {k} − 0" for k in FROZEN]
-    lines = [
+    lines = readme_findings.table_head(
         "**Freezing, per task: each frozen depth minus full fine-tuning (frozen 0)**, held-out metric in points, "
         "estimate [95% interval, Holm-adjusted within a task, size and family]. Alone: the freeze model of the "
         "runs trained alone; together: the shared-encoder model (alone and group runs of the task in one fit):",
-        "",
-        "| task (metric) | n | " + " | ".join(head) + " |",
-        "|---|---:|" + "---|" * len(head),
-    ]
+        ["task (metric)", "n", *head],
+        "lr" + "l" * len(head),
+    )
     for task in TASKS:
         for size in sorted(within.loc[within["task"] == task, "train_size"].unique()):
             cells = [estimate(_row(alone, task=task, train_size=size, frozen_layers=k)) for k in FROZEN]
             cells += [estimate(_row(within, task=task, train_size=size, frozen_layers=k)) for k in FROZEN]
-            lines.append(f"| {task} ({METRIC[task]}) | {size} | " + " | ".join(cells) + " |")
+            lines.append(readme_findings.table_row([f"{task} ({METRIC[task]})", size, *cells]))
     return lines
 
 
@@ -100,39 +99,35 @@ def shared_section(analysis: Analysis) -> list[str]:
     shared = analysis.tables["shared_encoder"]
     levels = sorted(shared.loc[shared["comparison"] == "together_vs_alone", "frozen_layers"].unique())
     head = [f"together − alone, frozen {k}" for k in levels] + [f"freezing gain together − alone, {k}" for k in FROZEN]
-    lines = [
+    lines = readme_findings.table_head(
         "**Training with the other tasks**: the group's score minus the score trained alone at each depth, and "
         "the difference of the freezing gains, (together k − 0) − (alone k − 0), in points [95%, Holm]:",
-        "",
-        "| task | n | " + " | ".join(head) + " |",
-        "|---|---:|" + "---|" * len(head),
-    ]
+        ["task", "n", *head],
+        "lr" + "l" * len(head),
+    )
     for task in TASKS:
         for size in sorted(shared.loc[shared["task"] == task, "train_size"].unique()):
             mine = shared[(shared["task"] == task) & (shared["train_size"] == size)]
             cells = [estimate(_row(mine, comparison="together_vs_alone", frozen_layers=k)) for k in levels]
             cells += [estimate(_row(mine, comparison="freezing_gain_difference", frozen_layers=k)) for k in FROZEN]
-            lines.append(f"| {task} | {size} | " + " | ".join(cells) + " |")
+            lines.append(readme_findings.table_row([task, size, *cells]))
     return lines
 
 
 def pair_section(analysis: Analysis) -> list[str]:
     """Bi minus cross encoding at frozen 3, paired by seed, alone and in the group."""
     pairs = analysis.tables["pair_encoding"]
-    lines = [
+    lines = readme_findings.table_head(
         "**Cross- against bi-encoding** (frozen 3; bi: one pass per sentence, mean-pooled; a scaled cosine for "
         "STS-B, a linear layer on [u, v, |u − v|, u * v] for MRPC), paired by seed, held-out metric in points:",
-        "",
-        "| task | trained | n | seeds | cross | bi | bi − cross [95%, Holm] |",
-        "|---|---|---:|---:|---:|---:|---|",
-    ]
+        ["task", "trained", "n", "seeds", "cross", "bi", "bi − cross [95%, Holm]"],
+        "llrrrrl",
+    )
     for row in pairs.sort_values(["task", "trained_with", "train_size"]).itertuples():
         trained = "alone" if row.trained_with == row.task else "together"
         diff = estimate(pd.Series(row._asdict()), "ci_low", "ci_high")
-        lines.append(
-            f"| {row.task} | {trained} | {row.train_size} | {row.n_pairs} | {100 * row.cross:.1f} "
-            f"| {100 * row.bi:.1f} | {diff} |"
-        )
+        cells = [row.task, trained, row.train_size, row.n_pairs, f"{100 * row.cross:.1f}", f"{100 * row.bi:.1f}", diff]
+        lines.append(readme_findings.table_row(cells))
     return lines
 
 
@@ -140,13 +135,12 @@ def source_section(analysis: Analysis) -> list[str]:
     """Our estimates beside the source's single-run differences, at our largest size."""
     shared, pairs = analysis.tables["shared_encoder"], analysis.tables["pair_encoding"]
     size = int(shared["train_size"].max())
-    lines = [
+    lines = readme_findings.table_head(
         f"**Beside the source** (one run per setting, full training sets, BERT-base; ours at n = {size}, "
         "MiniLM-L6; the source froze 9 of 12 layers, between our 3 and 5 of 6):",
-        "",
-        "| claim | source | ours [95%] |",
-        "|---|---:|---|",
-    ]
+        ["claim", "source", "ours [95%]"],
+        "lrl",
+    )
     for task, gain in SOURCE_FREEZE_GAIN.items():
         for k in FROZEN:
             row = _row(shared, task=task, comparison="frozen_vs_0", frozen_layers=k, train_size=size)
@@ -169,16 +163,16 @@ def time_section(results: pd.DataFrame) -> list[str]:
     )
     kinds = trials.groupby(["trained", "pair"])["seconds"].agg(["count", "mean", "sum"])
     total = trials["seconds"].sum() / 3600
-    lines = [
+    lines = readme_findings.table_head(
         "**Time** (training wall time of each completed trial, as recorded; 2-core AMD EPYC with AVX512-BF16, "
         "bf16, one torch thread per trial):",
-        "",
-        "| trained | encoding | trials | mean s per trial | trial-hours |",
-        "|---|---|---:|---:|---:|",
-    ]
+        ["trained", "encoding", "trials", "mean s per trial", "trial-hours"],
+        "llrrr",
+    )
     for (trained, pair), row in kinds.iterrows():
-        lines.append(f"| {trained} | {pair} | {int(row['count'])} | {row['mean']:.0f} | {row['sum'] / 3600:.2f} |")
-    lines.append(f"| all | | {len(trials)} | | {total:.2f} |")
+        cells = [trained, pair, int(row["count"]), f"{row['mean']:.0f}", f"{row['sum'] / 3600:.2f}"]
+        lines.append(readme_findings.table_row(cells))
+    lines.append(readme_findings.table_row(["all", "", len(trials), "", f"{total:.2f}"]))
     return lines
 
 
