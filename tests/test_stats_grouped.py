@@ -239,3 +239,12 @@ def test_crossed_init_and_order_seeds_say_which_source_dominates_per_size() -> N
     assert "order_seed" not in set(plain.variance_components["component"])
     with pytest.raises(ModelFitError, match="order_seeds"):
         randomness_sources(plain)
+
+
+def test_per_cell_variances_refuse_a_cell_with_one_run() -> None:
+    """REML fits a one-run cell's own variance near zero; the per-size model, which pools the size's cells, fits."""
+    runs = simulate_results(tasks=("sst2",), frozen_levels=(0, 2, 4), train_sizes=(100, 200), seeds=5, rng=3)
+    lone = (runs["frozen_layers"] == 4) & (runs["train_size"] == 200) & (runs["seed"] != runs["seed"].min())
+    with pytest.raises(ModelFitError, match=r"one run cannot estimate \(frozen 4 at n = 200\)"):
+        fit_mixed(runs[~lone], "best_dev", variance="per_cell")
+    assert fit_mixed(runs[~lone], "best_dev", variance="per_size").diagnostics.converged
