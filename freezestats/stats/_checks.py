@@ -18,6 +18,7 @@ silent NaN deep inside pandas. The rules, applied in this order by :func:`prepar
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "prepare",
     "require_single_task",
     "trainable_layers",
+    "unreplicated_cells",
 ]
 
 CELL = ["task", "train_size", "frozen_layers"]
@@ -214,3 +216,18 @@ def _as_int(column: pd.Series, name: str, caller: str) -> pd.Series:
             f"(row {column.index[bad][0]}); fix or drop that row."
         )
     return values.astype(np.int64)
+
+
+def unreplicated_cells(
+    frame: pd.DataFrame, levels: list[str], min_runs: int = 2
+) -> list[tuple[tuple[object, ...], int, int]]:
+    """The cells with fewer than ``min_runs`` runs: ``(level values, train size, runs)`` for every combination of
+    the ``levels`` columns' values and the train sizes in ``frame``, empty cells included, in sorted order.
+
+    A model that gives each cell its own residual variance cannot estimate it from one run (REML puts it near
+    zero); the callers turn this list into one error naming the cells as their readers know them.
+    """
+    sizes = sorted(int(n) for n in pd.unique(frame["train_size"]))
+    keys = sorted(set(zip(*(frame[c].tolist() for c in levels), strict=True)))
+    runs = Counter(zip(*(frame[c].tolist() for c in levels), (int(n) for n in frame["train_size"]), strict=True))
+    return [(key, n, runs[(*key, n)]) for key in keys for n in sizes if runs[(*key, n)] < min_runs]

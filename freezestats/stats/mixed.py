@@ -16,6 +16,7 @@ from freezestats.exceptions import ModelFitError
 if TYPE_CHECKING:
     from statsmodels.regression.mixed_linear_model import MixedLMResults
 
+from freezestats.stats._checks import unreplicated_cells
 from freezestats.stats._design import (
     _BOUNDARY_TOL,
     _FEW_SEEDS,
@@ -363,8 +364,7 @@ def _require_replicated_cells(prepared: _Prepared) -> None:
     intervals shrink to what the seed variance alone allows (a one-run cell's EMM SE was 0.019 against 0.032 under
     per-size variances in a simulated study). A study still running has such cells; the per-size model does not
     need them replicated."""
-    counts = prepared.frame.groupby(["frozen_layers", "train_size"], observed=True).size()
-    lone = [f"frozen {k} at n = {n}" for (k, n), c in counts.items() if c < 2]
+    lone = [f"frozen {k} at n = {n}" for (k,), n, _ in unreplicated_cells(prepared.frame, ["frozen_layers"])]
     if lone:
         raise ModelFitError(
             "fit_mixed: variance='per_cell' gives every cell its own residual variance, which a cell with one run "

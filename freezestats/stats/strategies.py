@@ -33,6 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats._checks import unreplicated_cells
 from freezestats.stats._multitest import adjust_p
 from freezestats.stats.emm import contrasts_vs_reference
 from freezestats.stats.mixed import fit_mixed
@@ -84,15 +85,9 @@ def require_every_cell(coded: pd.DataFrame, caller: str, cell: str = "{arm}:{lev
     refuse an empty cell too, but by its integer codes (``frozen_layers=3``), which name nothing the user can find
     in the study; ``cell`` formats an (arm, level) pair as the caller's readers know it.
     """
-    sizes = sorted(int(n) for n in coded["train_size"].unique())
-    levels = coded[["arm", "arm_level"]].drop_duplicates().sort_values(["arm", "arm_level"])
-    counts = coded.groupby(["arm", "arm_level", "train_size"]).size()
-    runs = {(str(a), int(k), int(n)): int(c) for (a, k, n), c in counts.items()}
     short = [
-        f"{cell.format(arm=a, level=int(k))} at n = {n} ({runs.get((str(a), int(k), n), 0)})"
-        for a, k in levels.itertuples(index=False)
-        for n in sizes
-        if runs.get((str(a), int(k), n), 0) < 2
+        f"{cell.format(arm=a, level=int(k))} at n = {n} ({runs})"
+        for (a, k), n, runs in unreplicated_cells(coded, ["arm", "arm_level"])
     ]
     if short:
         raise ModelFitError(
