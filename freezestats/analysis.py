@@ -212,7 +212,17 @@ def analyze(
             "trained alone, and the group rows are compared with those in the shared_encoder table."
         )
     options = AnalysisOptions(
-        model, response, variance, reference, margin, adjust, adjust_across, n_boot, bootstrap_tests, progress, items
+        model=model,
+        response=response,
+        variance=variance,
+        reference=reference,
+        margin=margin,
+        adjust=adjust,
+        adjust_across=adjust_across,
+        n_boot=n_boot,
+        bootstrap_tests=bootstrap_tests,
+        progress=progress,
+        items=items,
     )
     steps = TaskAnalysis(result, options)
     blog_tasks = set(load_reference()["task"])

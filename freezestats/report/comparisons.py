@@ -143,13 +143,14 @@ def compute_section(inputs: ReportInputs, w: Writer) -> str:
 def reference_section(inputs: ReportInputs, w: Writer) -> str:
     parts = []
     comparison = inputs.analysis.tables.get("reference_comparison")
+    covered = set(load_reference()["task"])
     for task in inputs.analysis.settings["tasks"]:
         head = heading(inputs, task)
         part = task_table(inputs, "reference_comparison", task, fit=None)
         if part is None or not part["in_reference"].any():
             if part is not None and part["note"].notna().any():
                 reason = str(part["note"].dropna().iloc[0])
-            elif task not in (covered := set(load_reference()["task"])):
+            elif task not in covered:
                 reason = f"the {REFERENCE_NAME} published {' and '.join(sorted(covered))} only"
             elif comparison is None:
                 reason = why_missing(inputs, task, "reference_comparison")
