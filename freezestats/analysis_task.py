@@ -81,7 +81,8 @@ class TaskAnalysis:
 
     def _model_free(self, task: str, runs: pd.DataFrame, rule: str, compare_with_blog: bool) -> None:
         """Cell summaries, seed spread, failures, Lee et al.'s scores, the blog's figures and paired contrasts."""
-        from freezestats.stats.failures import failure_model, failure_rates
+        from freezestats.stats.failure_trend import failure_model
+        from freezestats.stats.failures import failure_rates
         from freezestats.stats.lee import operating_point, relative_scores
         from freezestats.stats.paired import paired_contrasts
         from freezestats.stats.reference import compare_with_reference

@@ -3,17 +3,18 @@
 Each analysis takes the long results table (one row per run, as ``freezestats export`` writes it) or a
 fit, and returns a tidy DataFrame or a frozen fit object; nothing here prints or rounds. Modules: ``models``
 (mixed / OLS / GLMM fits, the interaction test), ``emm`` (marginal means, contrasts, equivalence),
-``variance`` (cell summaries, seed spread, Brown–Forsythe), ``failures`` (failure rates and model),
-``lee`` (relative quality, the 90% operating point), ``pooled`` (all tasks in one model), ``paired``
-(contrasts by seed), ``noninferiority`` (the answer as a fixed-sequence test), ``laplace`` (the binomial
-GLMM's maximum-likelihood core), ``power``, ``reference`` (the published figures) and ``simulate`` (blog-shaped tables
-with known effects).
+``variance`` (cell summaries, seed spread, Brown–Forsythe), ``failures`` (failure rates and flags),
+``failure_trend`` (the failure model), ``lee`` (relative quality, the 90% operating point), ``pooled`` (all tasks
+in one model), ``paired`` (contrasts by seed), ``noninferiority`` (the answer as a fixed-sequence test),
+``laplace`` (the binomial GLMM's maximum-likelihood core), ``power``, ``reference`` (the published figures) and
+``simulate`` (blog-shaped tables with known effects).
 """
 
 from __future__ import annotations
 
 from freezestats.stats.emm import contrasts_vs_reference, equivalence_tests, estimated_marginal_means
-from freezestats.stats.failures import failure_model, failure_rates, failure_summary, flag_failures
+from freezestats.stats.failure_trend import failure_model
+from freezestats.stats.failures import failure_rates, failure_summary, flag_failures
 from freezestats.stats.glmm import marginal_accuracy
 from freezestats.stats.lee import lee_ratio_tests, operating_point, relative_scores
 from freezestats.stats.models import (

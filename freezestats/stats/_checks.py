@@ -231,3 +231,37 @@ def unreplicated_cells(
     keys = sorted(set(zip(*(frame[c].tolist() for c in levels), strict=True)))
     runs = Counter(zip(*(frame[c].tolist() for c in levels), (int(n) for n in frame["train_size"]), strict=True))
     return [(key, n, runs[(*key, n)]) for key in keys for n in sizes if runs[(*key, n)] < min_runs]
+
+
+def _failure_frame(
+    data: pd.DataFrame, task: str | None, *, single_task: bool, caller: str, extra: list[str] | None = None
+) -> pd.DataFrame:
+    """Prepared grid rows with ``failed`` as a clean boolean column (missing flags dropped)."""
+    frame = prepare(data, columns=[*CELL, *(extra or []), "failed"], task=task, single_task=single_task, caller=caller)
+    raw = frame["failed"]
+    known = raw.notna()
+    flags = raw[known].map(_as_flag)
+    bad = flags.isna()
+    if bad.any():
+        value = raw[known][bad].iloc[0]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise ModelFitError(
+            f"{caller}: column 'failed' must be boolean (True/False), but got failed={value!r}; "
+            "it flags runs that collapsed to the majority class."
+        )
+    frame = frame[known].copy()
+    if frame.empty:
+        raise ModelFitError(f"{caller}: column 'failed' must be known for some grid run, but every value is missing.")
+    frame["failed"] = flags.astype(bool).to_numpy()
+    return frame.reset_index(drop=True)
+
+
+def _as_flag(value: object) -> bool | None:
+    """True/False for a boolean-like value (bool, 0/1, "true"/"false"/"1"/"0"), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str):
+        return {"true": True, "false": False, "1": True, "0": False}.get(value.strip().lower())
+    if isinstance(value, (int, float, np.integer, np.floating)) and value in (0, 1):
+        return bool(value)
+    return None
