@@ -248,3 +248,26 @@ def test_per_cell_variances_refuse_a_cell_with_one_run() -> None:
     with pytest.raises(ModelFitError, match=r"one run cannot estimate \(frozen 4 at n = 200\)"):
         fit_mixed(runs[~lone], "best_dev", variance="per_cell")
     assert fit_mixed(runs[~lone], "best_dev", variance="per_size").diagnostics.converged
+
+
+def test_per_cell_variances_without_failed_runs_leave_out_a_level_with_one_healthy_run() -> None:
+    """Without failed runs a lone healthy run is no more estimable than a lone run: its level (or, in the
+    reference, its size) leaves the per-cell fit with a note, as a level with no healthy run does; the per-size
+    model keeps it."""
+    runs = simulate_results(tasks=("sst2",), frozen_levels=(0, 2, 4), train_sizes=(100, 200), seeds=5, rng=3)
+    lone = (runs["frozen_layers"] == 4) & (runs["train_size"] == 200) & (runs["seed"] != runs["seed"].min())
+    fit = fit_mixed(runs.assign(failed=lone), "best_dev", include_failed=False, variance="per_cell")
+    assert fit.frozen_levels == (0, 2) and fit.train_sizes == (100, 200)
+    assert any(
+        "left out frozen level(s) [4]: fewer than 2 runs are healthy in some cell (frozen 4 at n=200)" in w
+        for w in fit.diagnostics.warnings
+    )
+    assert 4 in fit_mixed(runs.assign(failed=lone), "best_dev", include_failed=False).frozen_levels
+    in_reference = (runs["frozen_layers"] == 0) & (runs["train_size"] == 200) & (runs["seed"] != 1)
+    fit = fit_mixed(runs.assign(failed=in_reference), "best_dev", include_failed=False, variance="per_cell")
+    assert fit.train_sizes == (100,) and fit.frozen_levels == (0, 2, 4)
+    assert any("left out train size(s) [200]: fewer than 2 runs are healthy in its reference cell" in w
+               for w in fit.diagnostics.warnings)  # fmt: skip
+    one_seed = runs[runs["seed"] == 1].assign(failed=False)
+    with pytest.raises(ModelFitError, match=r"leaves no cell with 2 healthy run\(s\) in task 'sst2' \(left out"):
+        fit_mixed(one_seed, "best_dev", include_failed=False, variance="per_cell")

@@ -186,3 +186,35 @@ def test_without_two_seed_pairs_a_failed_cell_keeps_its_own_spread() -> None:
         se[name] = two_part_contrasts(table, "heldout").set_index(["train_size", "frozen_layers"]).loc[(1000, 12)]
     difference = se["spread"]["se_lower"] ** 2 - se["flat"]["se_lower"] ** 2
     assert difference == pytest.approx(np.var(spread, ddof=1) / 5, rel=1e-6)
+
+
+def test_a_reference_with_one_healthy_run_borrows_the_sizes_run_variance() -> None:
+    # the per-cell healthy fit cannot give the reference's lone healthy run a variance (REML would put it near
+    # zero), so the size leaves the fit and the run borrows the within-cell variance of the size's other healthy
+    # cells; widening their spread (means kept) widens the contrast by (1 - P_0)^2 times the added variance
+    runs = simulate_results(tasks=("sst2",), seed_sd=0.01, resid_sd=0.01, rng=21)
+    at = runs["train_size"] == 1000
+    reference = np.flatnonzero(((runs["frozen_layers"] == 0) & at).to_numpy())
+    runs.iloc[reference[1:], runs.columns.get_loc("failed")] = True
+    runs.iloc[reference[1:], runs.columns.get_loc("heldout")] = 0.509
+    healthy = at & (runs["frozen_layers"] != 0)
+
+    def spread(table: pd.DataFrame, cells: pd.Series, factor: float) -> pd.DataFrame:
+        cell_mean = table[cells].groupby("frozen_layers")["heldout"].transform("mean")
+        return table.assign(heldout=table["heldout"].mask(cells, cell_mean + factor * (table["heldout"] - cell_mean)))
+
+    # frozen 2's own spread, wide enough that the floor of a quarter of the borrowed variance never binds there
+    runs = spread(runs, at & (runs["frozen_layers"] == 2), 4.0)
+    wider = spread(runs, healthy & (runs["frozen_layers"] != 2), 3.0)
+
+    def pooled_variance(table: pd.DataFrame) -> float:
+        return float(table[healthy].groupby("frozen_layers")["heldout"].var(ddof=1).mean())  # 5 runs each
+
+    rows = {
+        name: two_part_contrasts(table, "heldout", variance="per_cell").set_index(["train_size", "frozen_layers"])
+        for name, table in (("runs", runs), ("wider", wider))
+    }
+    row, wide = rows["runs"].loc[(1000, 2)], rows["wider"].loc[(1000, 2)]
+    added = (1 - row["p_fail_reference"]) ** 2 * (pooled_variance(wider) - pooled_variance(runs))
+    assert wide["se_lower"] ** 2 - row["se_lower"] ** 2 == pytest.approx(added, rel=1e-6)
+    assert added > 1e-4  # the old code lent the lone run no variance: the two intervals were the same

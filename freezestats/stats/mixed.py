@@ -351,7 +351,12 @@ def fit_mixed(
         raise ModelFitError(
             f"`variance` must be one of {[*GROUPED_VARIANCES, 'pooled']}, but got variance={variance!r}."
         )
-    prepared = _prepare(data, response, task=task, include_failed=include_failed, caller="fit_mixed")
+    # a per-cell variance needs two runs a cell: without failed runs, a level with a lone healthy run leaves the fit
+    # (with a note), as a level with none does; with them, a lone run is refused below
+    prepared = _prepare(
+        data, response, task=task, include_failed=include_failed, caller="fit_mixed",
+        min_healthy_runs=2 if variance == "per_cell" else 1,
+    )  # fmt: skip
     if variance == "per_cell" and include_failed:
         _require_replicated_cells(prepared)
     if variance == "pooled":

@@ -18,9 +18,11 @@ The interval of :math:`m_{kn} - m_{0n} = (h_k - h_0) + F` with :math:`F = p_k (b
 has two independent parts (the fits are independent given which runs failed):
 
 * the healthy part, from the mixed model's covariance with Satterthwaite df, plus each failed mean's sampling
-  variance (:math:`n_b - 1` df). A cell that the healthy fit leaves out (no healthy run at some size) is paired
-  with the reference by seed: the variance of the per-seed differences carries the seed effects the two cells
-  share, which an independent sum counts twice (scenario a's frozen 12 at n = 1000 covered 100% that way);
+  variance (:math:`n_b - 1` df). A cell that the healthy fit leaves out (no healthy run at some size, or with a
+  variance per cell only one, whose variance REML would fit near zero) is paired with the reference by seed:
+  the variance of the per-seed differences carries the seed effects the two cells share, which an independent
+  sum counts twice (scenario a's frozen 12 at n = 1000 covered 100% that way). A lone healthy run borrows the
+  size's run variance (:func:`_run_variance`);
 * the failure part :math:`F`, which is not symmetric: when the reference cell shows no failure its P comes out
   small, and the delta method's SE on the probability scale, which shrinks with P, leaves no room for the true
   rate above it (scenario b, frozen 12 vs 0 at n = 1000, covered 0.887 that way). So each P gets a Wilson
@@ -136,10 +138,8 @@ def two_part_contrasts(
             p, p_row = p_fail[(level, size)], p_rows[(level, size)]
             return _Cell(level, row, h, v, b, p, p_row, part, all_failed=all_failed)
 
-        ref = cell(reference, 0.0)
-        n_ref = int(((levels == reference) & (sizes == size) & ~failed).sum())
-        # one healthy run's variance at this size, from the reference's estimate (0 when none of its runs is healthy)
-        run_var = 0.0 if ref.all_failed else ref.healthy_var * max(n_ref, 1)
+        run_var = _run_variance(values, ~failed, sizes, levels, size)
+        ref = cell(reference, run_var)
         for level in sorted(set(levels) - {reference}):
             rows.append(_contrast(size, cell(level, run_var), ref, healthy, confidence))
     return pd.DataFrame(rows)[TWO_PART_COLUMNS]
@@ -217,11 +217,26 @@ def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict
     return p_fail, rows
 
 
+def _run_variance(values: np.ndarray, healthy: np.ndarray, sizes: np.ndarray, levels: np.ndarray, size: int) -> float:
+    """One healthy run's variance at ``size``, for a cell with a lone healthy run, which the healthy fit leaves out
+    (a per-cell variance cannot be fitted from one run): the within-cell variance of the size's healthy runs,
+    pooled over its cells with two or more. Runs within a cell differ by seed, so it holds the seed variance that
+    an independent mean of one run carries. Pooled over every size where no cell of this one has two; 0 where
+    no cell anywhere has."""
+    for at in (healthy & (sizes == size), healthy):
+        table = pd.DataFrame({"level": levels[at], "size": sizes[at], "y": values[at]}).dropna()
+        groups = table.groupby(["level", "size"])["y"]
+        dof = (groups.count() - 1).clip(lower=0)
+        if dof.sum() > 0:
+            return float((groups.var(ddof=1).fillna(0.0) * dof).sum() / dof.sum())
+    return 0.0
+
+
 def _healthy_part(healthy, values, failed, here, level, size, b, run_var) -> tuple:
     """The healthy mean of a cell: the model's design row (estimate from the fit), or, for a level the healthy
     fit left out, ``(None, cell mean, its variance)``: the failed mean ``b`` and its variance when the cell has
     no healthy run (the cell is then its failed runs); one healthy run borrows ``run_var``, the size's run
-    variance."""
+    variance (:func:`_run_variance`), and more than one keep their own spread, floored at a quarter of it."""
     if level in healthy.frozen_levels and size in healthy.train_sizes:
         row = _design_rows(healthy, np.array([level]), np.array([size]))[0]
         return row, float(row @ healthy.params), float(row @ healthy.cov_params @ row)
