@@ -83,6 +83,13 @@ def test_a_cell_with_one_run_is_refused_not_given_a_near_zero_variance() -> None
     one_left = table[~lone | (table["seed"] == table.loc[lone, "seed"].min())]
     with pytest.raises(ModelFitError, match=r"1 have fewer \(runs in brackets\): g, frozen 3 at n = 200 \(1\);"):
         shared_encoder_contrasts(one_left, "best_dev", task="stsb")
+    # a variance per size lends the lone run its size's: one run is enough there, an empty cell still is not
+    per_size = shared_encoder_contrasts(one_left, "best_dev", task="stsb", variance="per_size")
+    assert per_size["se"].notna().all() and (per_size["se"] > 0).all()
+    with pytest.raises(
+        ModelFitError, match=r"needs a run at every train size, but 1 have fewer .*g, frozen 3 at n = 200 \(0\)"
+    ):
+        shared_encoder_contrasts(table[~lone], "best_dev", task="stsb", variance="per_size")
 
 
 def test_analyze_fits_the_freeze_model_on_runs_alone_and_adds_the_shared_encoder_table() -> None:

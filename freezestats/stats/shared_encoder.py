@@ -66,7 +66,9 @@ def shared_encoder_contrasts(
     labelled = frame.assign(arm=setting, arm_level=frame["frozen_layers"].astype("int64"))
     codes = strategy_codes(labelled, (_ALONE, 0))
     coded = labelled.merge(codes, on=["arm", "arm_level"])
-    require_every_cell(coded, f"shared_encoder_contrasts (task {task!r})", cell="{arm}, frozen {level}")
+    require_every_cell(
+        coded, f"shared_encoder_contrasts (task {task!r})", cell="{arm}, frozen {level}", variance=variance
+    )
     fit = fit_mixed(coded.assign(frozen_layers=coded["code"]), response, variance=variance)
     code_of = {(a, int(k)): int(c) for a, k, c in codes[["arm", "arm_level", "code"]].itertuples(index=False)}
     sizes = sorted(int(n) for n in coded["train_size"].unique())

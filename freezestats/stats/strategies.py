@@ -76,24 +76,28 @@ def strategy_codes(runs: pd.DataFrame, reference: Sequence[object] = ("freeze", 
     ).reset_index(drop=True)
 
 
-def require_every_cell(coded: pd.DataFrame, caller: str, cell: str = "{arm}:{level}") -> None:
-    """Every (arm, arm_level) of ``coded`` has two runs or more at every train size, else one error naming the
-    cells short of them.
+def require_every_cell(
+    coded: pd.DataFrame, caller: str, cell: str = "{arm}:{level}", variance: str = "per_cell"
+) -> None:
+    """Every (arm, arm_level) of ``coded`` has a run at every train size, two or more under a variance per cell,
+    else one error naming the cells short of them.
 
-    These models give each cell its own residual variance: a cell with one run cannot estimate it, and the fit
-    then puts it near zero, an interval as narrow as the seed variance alone allows. The mixed model would
-    refuse an empty cell too, but by its integer codes (``frozen_layers=3``), which name nothing the user can find
-    in the study; ``cell`` formats an (arm, level) pair as the caller's readers know it.
+    A residual variance per cell cannot be estimated from one run: the fit puts it near zero, an interval as
+    narrow as the seed variance alone allows. A variance per size (or one pooled) lends a lone run its size's, so
+    one run is enough there. The mixed model would refuse an empty cell too, but by its integer codes
+    (``frozen_layers=3``), which name nothing the user can find in the study; ``cell`` formats an (arm, level)
+    pair as the caller's readers know it.
     """
+    per_cell = variance == "per_cell"
     short = [
         f"{cell.format(arm=a, level=int(k))} at n = {n} ({runs})"
-        for (a, k), n, runs in unreplicated_cells(coded, ["arm", "arm_level"])
+        for (a, k), n, runs in unreplicated_cells(coded, ["arm", "arm_level"], min_runs=2 if per_cell else 1)
     ]
     if short:
+        need = "at least two runs at every train size (each cell has its own residual variance)"
         raise ModelFitError(
-            f"{caller}: every cell needs at least two runs at every train size (each cell has its own residual "
-            f"variance), but {len(short)} have fewer (runs in brackets): {', '.join(short)}; run the study on (it "
-            "resumes) or leave those out."
+            f"{caller}: every cell needs {need if per_cell else 'a run at every train size'}, but {len(short)} "
+            f"have fewer (runs in brackets): {', '.join(short)}; run the study on (it resumes) or leave those out."
         )
 
 
@@ -117,7 +121,7 @@ def strategy_contrasts(
     codes = strategy_codes(frame, reference)
     coded = frame.assign(arm_level=frame["arm_level"].astype("int64")).merge(codes, on=["arm", "arm_level"])
     coded = coded.assign(frozen_layers=coded["code"])
-    require_every_cell(coded, "strategy_contrasts")
+    require_every_cell(coded, "strategy_contrasts", variance=variance)
     fit = fit_mixed(coded, response, variance=variance)
     table = contrasts_vs_reference(fit, reference=0, adjust=adjust)
     back = codes.set_index("code")
