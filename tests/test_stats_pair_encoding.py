@@ -76,3 +76,14 @@ def test_the_report_states_each_gap_and_plots_only_cross_runs(tmp_path) -> None:
     runs = ReportInputs(analysis=analysis, runs=table).task_runs("mrpc")
     assert runs is not None and runs["pair_encoding"].eq("cross").all() and len(runs) == len(table) - len(bi)
     assert any(line.startswith("  cross vs bi: n = 200, alone, frozen 2: bi") for line in summary_lines(analysis))
+
+
+def test_a_cell_with_one_seed_pair_is_stated_without_an_interval() -> None:
+    from freezestats.report.pair_encoding import pair_encoding_lines
+
+    table, bi = _with_bi()
+    one_pair = table[(table["pair_encoding"] == "cross") | (table["seed"] == bi["seed"].min())]
+    result = pair_encoding_contrasts(one_pair, "heldout", task="mrpc")
+    assert (result["n_pairs"] == 1).all() and result["ci_low"].isna().all()
+    lines = pair_encoding_lines(result, "mrpc")
+    assert all("nan" not in line and "(no interval)" in line and "1 seed," in line for line in lines), lines

@@ -38,10 +38,17 @@ def pair_encoding_lines(table: pd.DataFrame, task: str, digits: int = 3) -> list
             verdict = "was not shown to differ from cross (not a finding of no difference)"
         lines.append(
             f"n = {row.train_size}, {where}, frozen {row.frozen_layers}: bi {verdict}; bi − cross = "
-            f"{row.estimate:+.{digits}f} [{row.ci_low:+.{digits}f}, {row.ci_high:+.{digits}f}] "
-            f"({row.cross:.{digits}f} cross, {row.bi:.{digits}f} bi; {row.n_pairs} seeds, p adj. {fmt_p(row.p_adj)})."
+            f"{_difference(row.estimate, row.ci_low, row.ci_high, digits)} ({row.cross:.{digits}f} cross, "
+            f"{row.bi:.{digits}f} bi; {row.n_pairs} seed{'s' if row.n_pairs != 1 else ''}, p adj. {fmt_p(row.p_adj)})."
         )
     return lines
+
+
+def _difference(estimate: float, low: float, high: float, digits: int) -> str:
+    """``+e [lo, hi]``, or ``+e (no interval)`` where one seed pair (or identical differences) gave none."""
+    if pd.isna(low) or pd.isna(high):
+        return f"{estimate:+.{digits}f} (no interval)"
+    return f"{estimate:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
 def pair_encoding_section(inputs: ReportInputs, w: Any) -> str:
@@ -62,8 +69,7 @@ def _shown(table: pd.DataFrame) -> pd.DataFrame:
     number = fmt_num(3)
     shown = table.assign(
         difference=[
-            f"{e:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-            for e, lo, hi in zip(table.estimate, table.ci_low, table.ci_high, strict=True)
+            _difference(e, lo, hi, 3) for e, lo, hi in zip(table.estimate, table.ci_low, table.ci_high, strict=True)
         ]
     )
     return present(
