@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from freezestats import __version__
@@ -110,15 +111,40 @@ def _pair_encodings(
             attempt("pair_encoding", task, make)
 
 
-def _shared_encoder(attempt: Callable[..., None], grid: pd.DataFrame, tasks: list[str], response: str) -> None:
-    """Per task trained both alone and in a group: the shared-encoder contrasts (one model per task)."""
+def _shared_encoder(
+    attempt: Callable[..., None], warnings: list[str], grid: pd.DataFrame, tasks: list[str], response: str
+) -> None:
+    """Per task trained both alone and in a group: the shared-encoder contrasts (one model per task), at the
+    train sizes where every cell has its two runs (:func:`_finished_sizes`)."""
     from freezestats.stats.shared_encoder import shared_encoder_contrasts
 
     for task in tasks:
         rows = grid[grid["task"] == task]
         if (rows["trained_with"].notna() & (rows["trained_with"] != task)).any():
+            rows = _finished_sizes(rows, task, warnings)
             make = lambda rows=rows, task=task: shared_encoder_contrasts(rows, response, task=task)  # noqa: E731
             attempt("shared_encoder", task, make)
+
+
+def _finished_sizes(rows: pd.DataFrame, task: str, warnings: list[str]) -> pd.DataFrame:
+    """The task's rows at the train sizes where every (setting, frozen depth) cell has two runs, with a warning
+    naming the sizes left out and their short cells; all rows where no size is finished (the contrasts then
+    refuse, naming the cells). A study still running (the group's largest size takes longest) gets its answer
+    at the sizes that are done instead of none."""
+    from freezestats.stats._checks import unreplicated_cells
+
+    setting = rows.assign(setting=np.where(rows["trained_with"] == task, "alone", rows["trained_with"].astype(str)))
+    short = unreplicated_cells(setting, ["setting", "frozen_layers"])
+    unfinished = sorted({n for _, n, _ in short})
+    if not unfinished or set(unfinished) == set(rows["train_size"].astype(int)):
+        return rows
+    cells = ", ".join(f"{where}, frozen {k} at n = {n} ({runs})" for (where, k), n, runs in short)
+    done = sorted(set(rows["train_size"].astype(int)) - set(unfinished))
+    warnings.append(
+        f"{task}: shared_encoder at n = {', '.join(map(str, done))} only; n = {', '.join(map(str, unfinished))} "
+        f"has cells with fewer than two runs (runs in brackets): {cells}."
+    )
+    return rows[~rows["train_size"].astype(int).isin(unfinished)]
 
 
 def load_study_record(storage: str, study_name: str | None = None) -> dict[str, Any]:
@@ -229,7 +255,7 @@ def analyze(
     for task in tasks:
         steps.run(task, grid[grid["task"] == task], compare_with_blog=task in blog_tasks)
     if n_grouped:
-        _shared_encoder(steps.attempt, all_grid, tasks, response)
+        _shared_encoder(steps.attempt, result.warnings, all_grid, tasks, response)
     if arm_note:
         result.warnings.append(arm_note)
 

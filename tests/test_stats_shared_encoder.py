@@ -105,6 +105,26 @@ def test_analyze_fits_the_freeze_model_on_runs_alone_and_adds_the_shared_encoder
     assert "reference_comparison" not in result.tables and not any("reference" in w for w in result.warnings)
 
 
+def test_analyze_of_a_study_still_running_answers_at_the_finished_sizes() -> None:
+    """The group has not run at n = 1000 yet: the shared-encoder table holds n = 200, and a warning names the
+    cells still short at n = 1000; with no size finished, the refusal names them instead."""
+    from freezestats.analysis import analyze
+
+    table = _study(2)
+    running = table[~((table["trained_with"] == "g") & (table["train_size"] == 1000) & (table["seed"] > 1))]
+    result = analyze(running, response="best_dev")
+    shared = result.tables["shared_encoder"]
+    assert set(shared["train_size"]) == {200} and len(shared) == 4
+    expected = "stsb: shared_encoder at n = 200 only; n = 1000 has cells with fewer than two runs (runs in brackets): "
+    assert any(
+        w.startswith(expected + "g, frozen 0 at n = 1000 (1), g, frozen 3 at n = 1000 (1).") for w in result.warnings
+    )
+    nowhere = running[~((running["trained_with"] == "g") & (running["train_size"] == 200) & (running["seed"] > 1))]
+    result = analyze(nowhere, response="best_dev")
+    assert "shared_encoder" not in result.tables
+    assert any("shared_encoder not computed" in w and "g, frozen 3 at n = 200 (1)" in w for w in result.warnings)
+
+
 def test_the_report_gets_a_shared_encoder_section(tmp_path) -> None:
     from freezestats.report import build_report
 
