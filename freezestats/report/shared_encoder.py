@@ -80,12 +80,14 @@ def _answer_lines(table: pd.DataFrame) -> list[str]:
     lines = []
     gains = table[table["comparison"] == "freezing_gain_difference"]
     for row in gains.sort_values(["train_size", "trained_with", "frozen_layers"]).itertuples():
-        shown = row.p_adj < 0.05
-        verdict = "helps more in the group than alone" if row.estimate > 0 else "helps less in the group than alone"
+        if row.p_adj < 0.05:
+            verdict = "helps more in the group than alone" if row.estimate > 0 else "helps less in the group than alone"
+        else:
+            verdict = "was not shown to help more or less in the group than alone (not a finding of equal gains)"
         lines.append(
-            f"n = {row.train_size}, with {row.trained_with}: freezing {row.frozen_layers} layers "
-            + (verdict if shown else "was not shown to help differently in the group than alone")
-            + f" by {row.estimate:+.4f} [{row.ci_low_adj:+.4f}, {row.ci_high_adj:+.4f}] (p adj. {fmt_p(row.p_adj)})."
+            f"n = {row.train_size}, with {row.trained_with}: freezing {row.frozen_layers} layers {verdict}; gain "
+            f"together − gain alone = {row.estimate:+.4f} [{row.ci_low_adj:+.4f}, {row.ci_high_adj:+.4f}] "
+            f"(p adj. {fmt_p(row.p_adj)})."
         )
     return lines or ["The groups share no frozen depth with the runs trained alone besides 0: see the table."]
 
