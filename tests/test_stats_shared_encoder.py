@@ -147,3 +147,18 @@ def test_the_report_gets_a_shared_encoder_section(tmp_path) -> None:
         in section
     )
     assert result is not None
+
+
+def test_the_figure_shows_every_run_beside_its_settings_mean() -> None:
+    from freezestats.report.shared_encoder import shared_encoder_figure
+
+    table = _study(4)
+    fig = shared_encoder_figure(table, "stsb", "best_dev", "pearson")
+    for ax, size in zip(fig.axes, SIZES, strict=True):
+        dots = np.vstack([c.get_offsets() for c in ax.collections])
+        at = table[table["train_size"] == size]
+        assert len(dots) == len(at)
+        np.testing.assert_allclose(np.sort(dots[:, 1]), np.sort(at["best_dev"].to_numpy()))
+        means = {line.get_label(): line.get_ydata() for line in ax.lines}
+        alone = at[at["trained_with"] == "stsb"].groupby("frozen_layers")["best_dev"].mean()
+        np.testing.assert_allclose(means["alone"], alone.loc[[0, 3]].to_numpy())

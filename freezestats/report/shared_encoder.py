@@ -30,21 +30,28 @@ _NONE = (
 
 
 def shared_encoder_figure(runs: pd.DataFrame, task: str, response: str, metric: str) -> Figure:
-    """Mean score against frozen layers, trained alone and with each group, one panel per train size."""
+    """Mean score against frozen layers, trained alone and with each group, one panel per train size; each run is
+    a faint dot beside its setting's mean (with three seeds, the spread is the first thing a reader checks)."""
     plt = F._plt()
     sizes = sorted(int(s) for s in runs["train_size"].unique())
-    setting = runs["trained_with"].where(runs["trained_with"] != task, "alone")
-    means = runs.assign(setting=setting).groupby(["setting", "train_size", "frozen_layers"])[response].mean()
+    labelled = runs.assign(setting=runs["trained_with"].where(runs["trained_with"] != task, "alone"))
+    names = sorted(labelled["setting"].unique(), key=lambda s: (s != "alone", s))
     fig, axes = plt.subplots(1, len(sizes), figsize=(F.WIDTH, 2.6), sharey=True, constrained_layout=True, squeeze=False)
     for ax, size in zip(axes[0], sizes, strict=True):
-        for name in sorted(setting.unique(), key=lambda s: (s != "alone", s)):
-            try:
-                line = means.loc[(name, size)]
-            except KeyError:  # this setting did not run at this size
+        at = labelled[labelled["train_size"] == size]
+        order = F.frozen_order(at["frozen_layers"].unique())
+        for i, name in enumerate(names):
+            mine = at[at["setting"] == name]
+            if mine.empty:  # this setting did not run at this size
                 continue
-            order = F.frozen_order(line.index)
-            ax.plot(range(len(order)), line.reindex(order).to_numpy(), marker="o", label=name)
-            ax.set_xticks(range(len(order)), [F.frozen_label(k) for k in order])
+            offset = 0.06 * (i - (len(names) - 1) / 2)  # settings side by side, so their runs do not overlap
+            position = {k: j + offset for j, k in enumerate(order)}
+            line = mine.groupby("frozen_layers")[response].mean()
+            levels = sorted((int(k) for k in line.index), key=order.index)
+            drawn = ax.plot([position[k] for k in levels], line.loc[levels].to_numpy(), marker="o", label=name)
+            x = mine["frozen_layers"].astype(int).map(position)
+            ax.scatter(x, mine[response], s=10, alpha=0.5, color=drawn[0].get_color(), linewidths=0)
+        ax.set_xticks(range(len(order)), [F.frozen_label(k) for k in order])
         ax.set_title(f"n = {size}")
         ax.set_xlabel("frozen layers")
         ax.grid(alpha=0.3)
