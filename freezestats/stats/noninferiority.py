@@ -22,7 +22,6 @@ fixed sequence (tested at :math:`\alpha`, before the depths), so the familywise 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Literal
 
 import numpy as np
@@ -30,47 +29,23 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats._sequence import (
+    BASELINE_COLUMNS,
+    NONINFERIORITY_COLUMNS,
+    Baseline,
+    baseline_by_size,
+    fixed_sequence,
+    order_by_depth,
+)
+from freezestats.stats.answer import noninferiority_answer
 from freezestats.stats.emm import _check_fit, contrasts_vs_reference, estimated_marginal_means
 from freezestats.stats.models import FixedEffectsFit
 
 __all__ = ["default_margin", "noninferiority_answer", "noninferiority_sequence", "reference_beats_baseline"]
 
-NONINFERIORITY_COLUMNS = [
-    "train_size",
-    "frozen_layers",
-    "reference",
-    "estimate",
-    "se",
-    "df",
-    "lower",
-    "margin",
-    "t",
-    "p_val",
-    "tested",
-    "noninferior",
-    "alpha",
-    "family",
-]
-BASELINE_COLUMNS = [
-    "train_size",
-    "reference",
-    "estimate",
-    "se",
-    "df",
-    "baseline",
-    "lower",
-    "t",
-    "p_val",
-    "beats_baseline",
-    "alpha",
-]
-ANSWER_COLUMNS = ["train_size", "deepest_noninferior", "margin", "beats_baseline", "statement"]
-
 _ACCURACY_LIKE = ("accuracy", "f1")
 _CORRELATION_LIKE = ("mcc", "pearson", "spearman")
 _ADJUST_ACROSS = ("none", "sizes")
-
-Baseline = float | Mapping[int, float] | pd.Series
 
 
 def default_margin(metric: str) -> float:
@@ -351,132 +326,8 @@ def reference_beats_baseline(
     )[BASELINE_COLUMNS]
 
 
-def noninferiority_answer(table: pd.DataFrame, baseline_check: pd.DataFrame | None) -> pd.DataFrame:
-    """The study's answer per training size, in one sentence: how deep can one freeze within the margin?
-
-    Parameters
-    ----------
-    table
-        The output of :func:`noninferiority_sequence`.
-    baseline_check
-        The output of :func:`reference_beats_baseline` for the same fit, or None to skip the check (then the
-        sentences are conditional on the full model having learned something, which they do not say).
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per training size of ``table``, sorted, with columns
-
-        * ``train_size`` (int)
-        * ``deepest_noninferior``: the deepest depth shown non-inferior (an int), or None when none was, or when
-          the baseline check failed
-        * ``margin``: the margin of the tests
-        * ``beats_baseline``: the result of the baseline check (True when ``baseline_check`` is None)
-        * ``statement``: e.g. "freezing up to 4 layers is non-inferior to full fine-tuning within 1 point
-          (margin 0.01) at n = 1000", "no frozen depth was shown non-inferior ...", or, when the baseline check
-          failed, "full fine-tuning was not shown to beat the majority baseline (...) at n = 50; no cost is
-          stated"
-
-    Raises
-    ------
-    ModelFitError
-        ``table`` or ``baseline_check`` lacks its columns, or ``baseline_check`` misses a training size of
-        ``table``.
-
-    Notes
-    -----
-    Because the depths are tested in fixed sequence, "up to k" is literal: every shallower depth was shown
-    non-inferior too. "Not shown" is not "shown inferior": a depth that is not claimed may still be
-    non-inferior, and the study was too small to tell.
-    """
-    _require_columns(table, NONINFERIORITY_COLUMNS, "table", "noninferiority_sequence")
-    checks = None
-    if baseline_check is not None:
-        _require_columns(baseline_check, BASELINE_COLUMNS, "baseline_check", "reference_beats_baseline")
-        checks = baseline_check.set_index("train_size")
-    rows = []
-    for size, part in table.groupby("train_size", sort=True):
-        size = int(size)
-        margin = float(part["margin"].iloc[0])
-        reference = int(part["reference"].iloc[0])
-        check = _baseline_row(checks, size)
-        if check is not None and not bool(check["beats_baseline"]):
-            rows.append((size, None, margin, False, _no_baseline_statement(check, size, reference)))
-            continue
-        part = order_by_depth(part)
-        claimed = part[part["noninferior"].astype(bool)]
-        deepest = None if claimed.empty else int(claimed["frozen_layers"].iloc[-1])
-        statement = _answer_statement(deepest, part, size, margin, reference)
-        rows.append((size, deepest, margin, True, statement))
-    out = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
-    out["deepest_noninferior"] = out["deepest_noninferior"].astype(object)
-    out.loc[out["deepest_noninferior"].isna(), "deepest_noninferior"] = None
-    return out
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Helpers shared with freezestats.stats.lee and freezestats.stats.lee_tests
-
-
-def depth_rank(frozen_layers: np.ndarray) -> np.ndarray:
-    """How much a depth freezes, for ordering: ``0 -> 0``, ``-1`` (embeddings only) ``-> 1``, ``k >= 1 -> k + 1``."""
-    k = np.asarray(frozen_layers, dtype=np.int64)
-    return np.where(k == 0, 0, np.where(k < 0, 1, k + 1))
-
-
-def order_by_depth(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows sorted by ``train_size``, then from the shallowest to the deepest freeze (the sequence's order)."""
-    rank = depth_rank(table["frozen_layers"].to_numpy())
-    order = np.lexsort((rank, table["train_size"].to_numpy()))
-    return table.iloc[order].reset_index(drop=True)
-
-
-def fixed_sequence(train_size: np.ndarray, rejected: np.ndarray) -> np.ndarray:
-    """Whether each row is reached in its size's sequence: every earlier row of the size was rejected.
-
-    Rows must already be in sequence order within each size (:func:`order_by_depth`).
-    """
-    sizes = np.asarray(train_size)
-    rejected = np.asarray(rejected, dtype=bool)
-    reached = np.zeros(len(sizes), dtype=bool)
-    for size in pd.unique(sizes):
-        index = np.flatnonzero(sizes == size)
-        passed = np.concatenate([[True], np.cumprod(rejected[index][:-1]).astype(bool)])
-        reached[index] = passed
-    return reached
-
-
-def baseline_by_size(baseline: Baseline | None, sizes: np.ndarray, caller: str) -> np.ndarray:
-    """The baseline of each entry of ``sizes``, from one number or a ``{train_size: baseline}`` mapping / Series."""
-    sizes = np.asarray(sizes)
-    if baseline is None:
-        return np.zeros(len(sizes))
-    if isinstance(baseline, (Mapping, pd.Series)):
-        lookup = {int(k): v for k, v in dict(baseline).items()}
-        missing = sorted({int(s) for s in sizes} - set(lookup))
-        if missing:
-            raise ModelFitError(
-                f"{caller}: `baseline` must give a value for every train size of the fit, but train_size {missing} "
-                f"is missing (given: {sorted(lookup)})."
-            )
-        values = np.array([_finite(lookup[int(s)], caller) for s in sizes], dtype=float)
-    else:
-        values = np.full(len(sizes), _finite(baseline, caller))
-    return values
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Private helpers
-
-
-def _finite(value: object, caller: str) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not np.isfinite(number):
-        raise ModelFitError(f"{caller}: `baseline` must be a finite number, but got baseline={value!r}.")
-    return number
 
 
 def _check_margin(margin: float, caller: str) -> None:
@@ -494,63 +345,3 @@ def _check_margin(margin: float, caller: str) -> None:
 def _check_alpha(alpha: float, caller: str) -> None:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) or not (0 < alpha < 0.5):
         raise ModelFitError(f"{caller}: `alpha` must be in (0, 0.5), but got alpha={alpha!r}.")
-
-
-def _require_columns(frame: object, columns: list[str], name: str, producer: str) -> None:
-    if not isinstance(frame, pd.DataFrame):
-        raise ModelFitError(
-            f"noninferiority_answer: `{name}` must be the DataFrame from {producer}, but got {type(frame).__name__}."
-        )
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ModelFitError(
-            f"noninferiority_answer: `{name}` must have the columns of {producer}, but {missing} are missing."
-        )
-
-
-def _baseline_row(checks: pd.DataFrame | None, size: int) -> pd.Series | None:
-    if checks is None:
-        return None
-    if size not in checks.index:
-        raise ModelFitError(
-            f"noninferiority_answer: `baseline_check` must have a row for every train size of `table`, but "
-            f"train_size={size} is missing (present: {sorted(map(int, checks.index))})."
-        )
-    return checks.loc[size]
-
-
-def _reference_name(reference: int) -> str:
-    if reference == 0:
-        return "full fine-tuning"
-    return f"frozen_layers={reference}"
-
-
-def _points(margin: float) -> str:
-    points = 100.0 * margin
-    return f"{points:g} point{'' if points == 1 else 's'} (margin {margin:g})"
-
-
-def _depth_phrase(depth: int) -> str:
-    if depth < 0:
-        return "freezing the embeddings only"
-    return f"freezing up to {depth} layer{'' if depth == 1 else 's'}"
-
-
-def _answer_statement(deepest: int | None, part: pd.DataFrame, size: int, margin: float, reference: int) -> str:
-    against = _reference_name(reference)
-    if deepest is not None:
-        return f"{_depth_phrase(deepest)} is non-inferior to {against} within {_points(margin)} at n = {size}"
-    first = part.iloc[0]
-    return (
-        f"no frozen depth was shown non-inferior to {against} within {_points(margin)} at n = {size} (the first "
-        f"depth of the sequence, frozen_layers={int(first['frozen_layers'])}, has lower bound "
-        f"{float(first['lower']):.4f} against -{margin:g})"
-    )
-
-
-def _no_baseline_statement(check: pd.Series, size: int, reference: int) -> str:
-    return (
-        f"{_reference_name(reference)} was not shown to beat the majority baseline (mean {float(check['estimate']):.4f}"
-        f" vs baseline {float(check['baseline']):.4f}, one-sided p = {float(check['p_val']):.2g}) at n = {size}; "
-        "no cost is stated"
-    )
