@@ -21,6 +21,7 @@ import pandas as pd
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats._checks import REPLICATE, check_confidence
+from freezestats.stats._sequence import depth_rank
 from freezestats.stats.lee_bootstrap import _bootstrap, _percentiles
 from freezestats.stats.lee_tests import lee_ratio_tests
 
@@ -325,7 +326,7 @@ def operating_point(
         cells = boot.cells.iloc[index]
         ref = index[np.flatnonzero(cells["frozen_layers"].to_numpy() == reference)[0]]
         # Deepest freeze first, so the first qualifying column is the operating point.
-        order = np.argsort(-_freeze_amount(cells["frozen_layers"].to_numpy()), kind="stable")
+        order = np.argsort(-depth_rank(cells["frozen_layers"].to_numpy()), kind="stable")
         columns = index[order]
         trainable = cells["trainable_layers"].to_numpy()[order]
         frozen = cells["frozen_layers"].to_numpy()[order]
@@ -369,12 +370,6 @@ def operating_point(
     for column in ("trainable_layers", "frozen_layers"):
         out[column] = out[column].astype("Int64")
     return out[OPERATING_COLUMNS]
-
-
-def _freeze_amount(frozen_layers: np.ndarray) -> np.ndarray:
-    """Frozen components in order of how much is frozen: 0 -> 0, -1 (embeddings) -> 1, k >= 1 -> k + 1."""
-    k = np.asarray(frozen_layers, dtype=np.int64)
-    return np.where(k == 0, 0, np.where(k < 0, 1, k + 1))
 
 
 def _first_reached(means: np.ndarray, full: np.ndarray, base: float, threshold: float) -> np.ndarray:
