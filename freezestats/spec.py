@@ -15,13 +15,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from freezestats._spec_arms import ArmSpec, ArmVariant, parse_arms
+from freezestats._spec_grid import FULL, GridSpec, parse_grid
 from freezestats._spec_groups import GroupSpec, parse_groups
 from freezestats._spec_lr_search import LRSearchSpec, parse_lr_search
-from freezestats._spec_pairs import BI, CROSS, parse_pair_encoding
+from freezestats._spec_pairs import BI, CROSS
 from freezestats._spec_parser import _Parser
+from freezestats._spec_training import DEVICES, PRECISIONS, TrainingSpec, parse_training  # noqa: F401 (re-exported)
 from freezestats.exceptions import SpecError
 from freezestats.tasks import get_task
 
@@ -47,9 +49,6 @@ __all__ = [
 ]
 
 SPEC_VERSION = 1
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-DEVICES = ("auto", "cpu", "cuda")
-FULL = "full"
 
 
 @dataclass(frozen=True)
@@ -58,53 +57,6 @@ class ModelSpec:
 
     name: str = "minilm-l6"
     strategy: str = "freeze"
-
-
-@dataclass(frozen=True)
-class GridSpec:
-    """The grid: every combination of these is one cell (one trial) per task."""
-
-    frozen_layers: tuple[int, ...]
-    """The freeze depths of a single-arm study; empty when the spec has ``[[arms]]`` (each arm lists its levels)."""
-    train_sizes: tuple[int | Literal["full"], ...]
-    seeds: tuple[int, ...]
-    subset_draws: int = 1
-    order_seeds: tuple[int, ...] | None = None
-    """Data-order seeds crossed with ``seeds`` (Dodge et al. 2020): every cell runs for every (seed,
-    order_seed) pair, ``seed`` fixing the head initialisation and dropout and ``order_seed`` the order of
-    the training examples. ``None`` (the key absent): the data order follows ``seed``."""
-    pair_encoding: tuple[str, ...] = (CROSS,)
-    """How sentence-pair tasks read their two sentences (:mod:`freezestats.pair_encoding`): ``cross``, one
-    joint input, and/or ``bi``, two pooled passes. An axis of the pair tasks' cells (and of the cells of
-    groups with a pair task) only: single-sentence tasks' cells ignore it. The default keeps old specs' hash."""
-    bi_frozen_layers: tuple[int, ...] | None = None
-    """The frozen levels at which ``bi`` cells run (a subset of ``frozen_layers``), so that the cross/bi
-    contrast can be measured at one level without doubling the whole grid; ``None``: at every level."""
-
-    @property
-    def crossed(self) -> bool:
-        """Whether the data order has seeds of its own, crossed with the initialisation seeds."""
-        return self.order_seeds is not None
-
-
-@dataclass(frozen=True)
-class TrainingSpec:
-    """The fine-tuning protocol shared by every cell (defaults are the 2020 blog post's)."""
-
-    epochs: float = 10.0
-    batch_size: int = 16
-    learning_rate: float = 5e-5
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    warmup_epochs: float = 1.0
-    eval_every_epochs: float = 0.5
-    eval_batch_size: int = 128
-    max_length: int = 128
-    precision: str = "auto"
-    device: str = "auto"
-    frozen_dropout: str = "on"
-    """``on``: frozen layers keep dropout while training (the blog's protocol). ``off``: they run in eval
-    mode, which changes the experiment but makes their outputs cacheable (much faster at deep freezing)."""
 
 
 @dataclass(frozen=True)
@@ -263,8 +215,8 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         name=p.string(model_raw.get("name", ModelSpec.name), "model.name"),
         strategy=p.string(model_raw.get("strategy", ModelSpec.strategy), "model.strategy"),
     )
-    grid = _parse_grid(p, raw, [*tasks, *(t for group in groups for t in group.tasks)])
-    training = _parse_training(p, p.table(raw, "training"))
+    grid = parse_grid(p, raw, [*tasks, *(t for group in groups for t in group.tasks)])
+    training = parse_training(p, p.table(raw, "training"))
     lr_search, arms = _parse_search_and_arms(p, raw, grid, groups, model, training, plugins)
     return StudySpec(
         name=name,
@@ -308,90 +260,6 @@ def _parse_identity(p: _Parser, raw: Mapping[str, Any]) -> tuple[int, str, tuple
             raise SpecError(f"{err} (tasks[{i}], {p.source})") from None
     p.unique(tasks, "tasks")
     return version, name, tasks
-
-
-def _parse_grid(p: _Parser, raw: Mapping[str, Any], all_tasks: list[str]) -> GridSpec:
-    """``[grid]``: the axes every task's cells cross (frozen depths only without ``[[arms]]``)."""
-    grid_raw = p.table(raw, "grid")
-    p.keys(
-        grid_raw,
-        "grid.",
-        {"frozen_layers", "train_sizes", "seeds", "subset_draws", "order_seeds", "pair_encoding", "bi_frozen_layers"},
-    )
-    with_arms = "arms" in raw
-    if with_arms and "frozen_layers" in grid_raw:
-        raise p.fail(
-            "`grid.frozen_layers` must be left out when the spec has [[arms]]: give the freeze depths "
-            "in a [[arms]] table with kind = 'freeze' and frozen_layers = [...]"
-        )
-    if with_arms and "pair_encoding" in grid_raw:
-        raise p.fail(
-            "`grid.pair_encoding` is not supported with [[arms]] yet: compare cross and bi encoding in a spec "
-            "without arms (frozen_layers in [grid])"
-        )
-    frozen = (
-        ()
-        if with_arms
-        else tuple(
-            p.integer(v, f"grid.frozen_layers[{i}]", low=-1)
-            for i, v in enumerate(p.nonempty_list(grid_raw, "frozen_layers", "grid."))
-        )
-    )
-    sizes: list[int | Literal["full"]] = []
-    for i, v in enumerate(p.nonempty_list(grid_raw, "train_sizes", "grid.")):
-        sizes.append(FULL if v == FULL else p.integer(v, f"grid.train_sizes[{i}]", low=1, allow=(FULL,)))
-    seeds = tuple(
-        p.integer(v, f"grid.seeds[{i}]", low=0) for i, v in enumerate(p.nonempty_list(grid_raw, "seeds", "grid."))
-    )
-    order_seeds = None
-    if "order_seeds" in grid_raw:
-        order_seeds = tuple(
-            p.integer(v, f"grid.order_seeds[{i}]", low=0)
-            for i, v in enumerate(p.nonempty_list(grid_raw, "order_seeds", "grid."))
-        )
-    for values, key in (
-        (frozen, "grid.frozen_layers"),
-        (sizes, "grid.train_sizes"),
-        (seeds, "grid.seeds"),
-        (order_seeds or (), "grid.order_seeds"),
-    ):
-        p.unique(values, key)
-    return GridSpec(
-        frozen_layers=frozen,
-        train_sizes=tuple(sizes),
-        seeds=seeds,
-        subset_draws=p.integer(grid_raw.get("subset_draws", 1), "grid.subset_draws", low=1),
-        order_seeds=order_seeds,
-        **parse_pair_encoding(p, grid_raw, frozen, all_tasks),
-    )
-
-
-def _parse_training(p: _Parser, tr: Mapping[str, Any]) -> TrainingSpec:
-    """``[training]``: the fine-tuning protocol every cell shares."""
-    p.keys(tr, "training.", set(TrainingSpec.__dataclass_fields__))
-    d = TrainingSpec()
-    training = TrainingSpec(
-        epochs=p.number(tr.get("epochs", d.epochs), "training.epochs", positive=True),
-        batch_size=p.integer(tr.get("batch_size", d.batch_size), "training.batch_size", low=1),
-        learning_rate=p.number(tr.get("learning_rate", d.learning_rate), "training.learning_rate", positive=True),
-        weight_decay=p.number(tr.get("weight_decay", d.weight_decay), "training.weight_decay"),
-        max_grad_norm=p.number(tr.get("max_grad_norm", d.max_grad_norm), "training.max_grad_norm"),
-        warmup_epochs=p.number(tr.get("warmup_epochs", d.warmup_epochs), "training.warmup_epochs"),
-        eval_every_epochs=p.number(
-            tr.get("eval_every_epochs", d.eval_every_epochs), "training.eval_every_epochs", positive=True
-        ),
-        eval_batch_size=p.integer(tr.get("eval_batch_size", d.eval_batch_size), "training.eval_batch_size", low=1),
-        max_length=p.integer(tr.get("max_length", d.max_length), "training.max_length", low=8),
-        precision=p.choice(tr.get("precision", d.precision), "training.precision", PRECISIONS),
-        device=p.choice(tr.get("device", d.device), "training.device", DEVICES),
-        frozen_dropout=p.choice(tr.get("frozen_dropout", d.frozen_dropout), "training.frozen_dropout", ("on", "off")),
-    )
-    if training.warmup_epochs > training.epochs:
-        raise SpecError(
-            "`training.warmup_epochs` must be <= `training.epochs`, but got "
-            f"warmup_epochs={training.warmup_epochs}, epochs={training.epochs} ({p.source})."
-        )
-    return training
 
 
 def _parse_search_and_arms(

@@ -18,11 +18,8 @@ URL works. Conventions:
 from __future__ import annotations
 
 import json
-import os
-import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import optuna
@@ -30,6 +27,14 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import FrozenTrial, TrialState
 
 from freezestats._spec_pairs import CROSS, PAIR_ENCODINGS
+from freezestats._trials_extend import _diff, _not_an_extension
+from freezestats._trials_storage import (  # noqa: F401 (GRACE_PERIOD, HEARTBEAT_INTERVAL: re-exported)
+    DEFAULT_STORAGE,
+    GRACE_PERIOD,
+    HEARTBEAT_INTERVAL,
+    artifact_dir_for,
+    open_storage,
+)
 from freezestats.cells import Cell, CellRole
 from freezestats.exceptions import StorageError
 from freezestats.spec import StudySpec
@@ -46,125 +51,9 @@ __all__ = [
     "trials_by_cell",
 ]
 
-DEFAULT_STORAGE = "sqlite:///freezestats.db"
 SPEC_ATTR = "freezestats_spec"
 SPEC_HASH_ATTR = "spec_hash"
 INTERRUPTED = "interrupted"
-#: Seconds between heartbeats of a running trial, and how long a silent trial may stay RUNNING.
-HEARTBEAT_INTERVAL = 30
-GRACE_PERIOD = 120
-
-
-def open_storage(
-    url: str,
-    must_exist: bool = False,
-    heartbeat_interval: int = HEARTBEAT_INTERVAL,
-    grace_period: int = GRACE_PERIOD,
-    max_retries: int | None = None,
-) -> optuna.storages.BaseStorage:
-    """Optuna storage for ``url``; RDB URLs get heartbeats so trials of a dead worker are detected.
-
-    ``must_exist`` is for commands that only read (status, export): they must not create an empty
-    SQLite file where the user mistyped a path.
-    """
-    if "://" not in url:
-        raise StorageError(
-            f"A storage must be an Optuna storage URL such as {DEFAULT_STORAGE} or "
-            f"postgresql://user@host/db, but got {url!r}."
-        )
-    if url.startswith("sqlite:///"):
-        db = Path(url.removeprefix("sqlite:///")).expanduser().resolve()
-        if must_exist and not db.is_file():
-            raise StorageError(f"No study database at {db} ({url}).")
-        parent = db.parent
-        if not parent.is_dir():
-            raise StorageError(f"The folder of the SQLite study database does not exist: {parent} ({url}).")
-        if not os.access(parent, os.W_OK):
-            raise StorageError(f"The folder of the SQLite study database is not writable: {parent} ({url}).")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    for attempt in range(3):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are stable
-                storage = _HeartbeatOnClaimStorage(
-                    url,
-                    heartbeat_interval=heartbeat_interval,
-                    grace_period=grace_period,
-                    heartbeat_stale_trial_callback=None if max_retries is None else _requeue_stale(max_retries),
-                    engine_kwargs=_engine_kwargs(url),
-                )
-        except Exception as err:  # SQLAlchemy raises driver-specific errors for the same miss
-            if "already exists" in str(err) and attempt < 2:
-                continue  # another process created the schema at the same moment; now it exists
-            raise StorageError(f"Cannot open the study storage {url}: {str(err).splitlines()[0]}") from err
-        if url.startswith("sqlite"):
-            _make_sqlite_transactions_atomic(storage.engine, read_only=must_exist)
-        return storage
-    raise AssertionError("unreachable")
-
-
-class _HeartbeatOnClaimStorage(optuna.storages.RDBStorage):
-    """RDB storage that records a trial's first heartbeat just before a worker claims it.
-
-    Optuna's ``ask`` turns a WAITING trial RUNNING and only then starts the trial's heartbeat thread. A
-    worker killed in between leaves a RUNNING trial with no heartbeat at all, and ``fail_stale_trials``
-    only fails trials whose last heartbeat is old, so that cell would stay RUNNING (and never re-run)
-    forever. Recording the heartbeat first closes the window: a claimed trial always has one. A worker
-    that then loses the claim to another leaves only a heartbeat the winner overwrites at once.
-    """
-
-    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None) -> bool:
-        if state == TrialState.RUNNING and self.heartbeat_interval is not None:
-            self.record_heartbeat(trial_id)
-        return super().set_trial_state_values(trial_id, state, values)
-
-
-def _make_sqlite_transactions_atomic(engine: Any, read_only: bool) -> None:
-    """Make each SQLAlchemy transaction one SQLite transaction, so two workers cannot claim one trial.
-
-    Python's sqlite3 driver sends BEGIN only before the first INSERT/UPDATE, so Optuna's claim of a
-    WAITING trial (read the state, then write RUNNING) reads outside any transaction: two workers can
-    both read WAITING and both run the cell, and the second ``tell`` fails ("Cannot tell a COMPLETE
-    trial"). SQLAlchemy's documented remedy is to switch the driver's own BEGIN off and emit one at the
-    start of every transaction. ``BEGIN IMMEDIATE`` takes the write lock up front, so a second writer
-    waits (up to the connect timeout) instead of failing with a deadlock; commands that only read get a
-    plain BEGIN, which works on a read-only file.
-    """
-    from sqlalchemy import event
-
-    begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
-
-    @event.listens_for(engine, "connect")
-    def _no_driver_transactions(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-
-    @event.listens_for(engine, "begin")
-    def _begin(connection: Any) -> None:
-        connection.exec_driver_sql(begin)
-
-    engine.dispose()  # connections opened while Optuna set the schema up predate the listeners
-
-
-def _requeue_stale(max_retries: int) -> Callable[[optuna.Study, FrozenTrial], None]:
-    """Optuna calls this once per trial it fails for a lost heartbeat: the cell goes back in the queue."""
-
-    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
-        requeue(study, trial, max_retries)
-
-    return callback
-
-
-def _engine_kwargs(url: str) -> dict[str, Any]:
-    # SQLite: wait for a busy database instead of failing at once (heartbeats write from a thread).
-    return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
-
-
-def artifact_dir_for(url: str) -> Path:
-    """Default artifact folder: ``<db>.artifacts`` beside a SQLite file, else ./freezestats-artifacts."""
-    if url.startswith("sqlite:///"):
-        db = Path(url.removeprefix("sqlite:///")).expanduser().resolve()
-        return db.with_name(db.name + ".artifacts")
-    return Path("freezestats-artifacts").resolve()
 
 
 def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec, extend: bool = False) -> optuna.Study:
@@ -201,72 +90,6 @@ def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec, 
         study.set_user_attr(SPEC_ATTR, new)
         study.set_user_attr(SPEC_HASH_ATTR, spec.spec_hash)
     return study
-
-
-def _not_an_extension(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """What in ``new`` is more than adding grid values to ``old`` (empty when it is an extension)."""
-    problems = []
-    grid_lists = {"tasks": (old["tasks"], new["tasks"])}
-    for k in ("frozen_layers", "train_sizes", "seeds"):  # a spec with [[arms]] has no grid.frozen_layers
-        grid_lists[f"grid.{k}"] = (old["grid"].get(k, []), new["grid"].get(k, []))
-    old_orders, new_orders = old["grid"].get("order_seeds"), new["grid"].get("order_seeds")
-    if old_orders is None and new_orders is not None:
-        problems.append("grid.order_seeds is added (crossing the data order with the seeds makes every cell new)")
-    elif old_orders is not None and new_orders is None:
-        problems.append(f"grid.order_seeds is removed (it was {old_orders})")
-    elif old_orders is not None:
-        grid_lists["grid.order_seeds"] = (old_orders, new_orders)
-    grid_lists["grid.pair_encoding"] = tuple(g.get("pair_encoding", [CROSS]) for g in (old["grid"], new["grid"]))
-    grid_lists["grid.bi_frozen_layers"] = tuple(_bi_levels(g) for g in (old["grid"], new["grid"]))
-    for key, (before, after) in grid_lists.items():
-        removed = [v for v in before if v not in after]
-        if removed:
-            problems.append(f"{key} drops {removed}")
-    if new["grid"]["subset_draws"] < old["grid"]["subset_draws"]:
-        problems.append(f"grid.subset_draws shrinks from {old['grid']['subset_draws']}")
-    problems.extend(_arms_not_extended(old.get("arms", []), new.get("arms", [])))
-    for key in sorted(set(old) | set(new)):
-        if key in ("tasks", "grid", "description", "execution", "arms"):
-            continue
-        if key == "primary_metric":
-            changed = [t for t in old.get(key, {}) if old[key].get(t) != new.get(key, {}).get(t)]
-            problems.extend(f"primary_metric.{t} changes" for t in changed)
-        elif old.get(key) != new.get(key):
-            problems.extend(_diff({key: old.get(key)}, {key: new.get(key)}))
-    return problems
-
-
-def _arms_not_extended(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]]) -> list[str]:
-    """What in ``new``'s ``[[arms]]`` is more than adding arm tables or levels to ``old``'s.
-
-    A table is the same arm when everything but its levels is equal (kind, name, rate, options); its levels
-    may grow. Adding or removing ``[[arms]]`` altogether changes every cell's identity and is refused.
-    """
-    if bool(old) != bool(new):
-        return [f"[[arms]] is {'added' if new else 'removed'} (every cell's identity changes)"]
-    from freezestats.arms import get_arm
-
-    def split(table: Mapping[str, Any]) -> tuple[dict[str, Any], list[Any]]:
-        axis = get_arm(table["kind"]).level_axis
-        return {k: v for k, v in table.items() if k != axis}, list(table[axis])
-
-    problems = []
-    candidates = [split(table) for table in new]
-    for i, table in enumerate(old):
-        rest, levels = split(table)
-        match = next((found for found in candidates if found[0] == rest), None)
-        if match is None:
-            problems.append(f"arms[{i}] ({rest.get('name') or rest['kind']}) changes or is removed")
-        elif [level for level in levels if level not in match[1]]:
-            problems.append(f"arms[{i}] drops levels {[level for level in levels if level not in match[1]]}")
-    return problems
-
-
-def _bi_levels(grid: Mapping[str, Any]) -> list[int]:
-    """The frozen levels a stored grid runs ``bi`` cells at (none without ``bi``, every level unless restricted)."""
-    if "bi" not in grid.get("pair_encoding", [CROSS]):
-        return []
-    return list(grid.get("bi_frozen_layers") or grid["frozen_layers"])
 
 
 def load_study(storage: optuna.storages.BaseStorage, study_name: str | None) -> optuna.Study:
@@ -463,14 +286,3 @@ def _to_builtin(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def _diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
-    changes = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            changes.extend(_diff(a, b, f"{prefix}{key}."))
-        elif json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
-            changes.append(f"{prefix}{key}: {a!r} -> {b!r}")
-    return changes
