@@ -170,8 +170,7 @@ def failures_within_cells(
                           "y": values, "failed": flags})  # fmt: skip
     for _, at in table.groupby("size"):
         groups = at.groupby("level")["y"]
-        dof = float((groups.count() - 1).clip(lower=0).sum())
-        spread = float(np.sqrt((groups.var(ddof=1).fillna(0) * (groups.count() - 1)).sum() / dof)) if dof > 0 else 0.0
+        spread = float(np.sqrt(_pooled_within_cell_variance(groups)))
         bound = stats.norm.ppf(1 - alpha / len(at)) * spread
         means = at[~at["failed"]].groupby("level")["y"].mean()
         highest = at[at["failed"]].groupby("level")["y"].max()
@@ -226,10 +225,15 @@ def _run_variance(values: np.ndarray, healthy: np.ndarray, sizes: np.ndarray, le
     for at in (healthy & (sizes == size), healthy):
         table = pd.DataFrame({"level": levels[at], "size": sizes[at], "y": values[at]}).dropna()
         groups = table.groupby(["level", "size"])["y"]
-        dof = (groups.count() - 1).clip(lower=0)
-        if dof.sum() > 0:
-            return float((groups.var(ddof=1).fillna(0.0) * dof).sum() / dof.sum())
+        if (groups.count() > 1).any():
+            return _pooled_within_cell_variance(groups)
     return 0.0
+
+
+def _pooled_within_cell_variance(groups: pd.core.groupby.SeriesGroupBy) -> float:
+    """The cells' variances pooled by their df (n - 1); 0 where no cell has two values."""
+    dof = (groups.count() - 1).clip(lower=0)
+    return float((groups.var(ddof=1).fillna(0.0) * dof).sum() / dof.sum()) if dof.sum() > 0 else 0.0
 
 
 def _healthy_part(healthy, values, failed, here, level, size, b, run_var) -> tuple:
