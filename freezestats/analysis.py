@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from freezestats import __version__
@@ -132,8 +131,9 @@ def _finished_sizes(rows: pd.DataFrame, task: str, warnings: list[str]) -> pd.Da
     refuse, naming the cells). A study still running (the group's largest size takes longest) gets its answer
     at the sizes that are done instead of none."""
     from freezestats.stats._checks import unreplicated_cells
+    from freezestats.stats.shared_encoder import training_setting
 
-    setting = rows.assign(setting=np.where(rows["trained_with"] == task, "alone", rows["trained_with"].astype(str)))
+    setting = rows.assign(setting=training_setting(rows, task))
     short = unreplicated_cells(setting, ["setting", "frozen_layers"])
     unfinished = sorted({n for _, n, _ in short})
     if not unfinished or set(unfinished) == set(rows["train_size"].astype(int)):

@@ -35,13 +35,18 @@ from freezestats.stats.emm import _design_rows
 from freezestats.stats.mixed import fit_mixed
 from freezestats.stats.strategies import require_every_cell, strategy_codes
 
-__all__ = ["SHARED_ENCODER_COLUMNS", "shared_encoder_contrasts"]
+__all__ = ["SHARED_ENCODER_COLUMNS", "shared_encoder_contrasts", "training_setting"]
 
 SHARED_ENCODER_COLUMNS = [
     "comparison", "trained_with", "frozen_layers", "train_size", "estimate", "se", "df", "ci_low", "ci_high",
     "ci_low_adj", "ci_high_adj", "p_val", "p_adj", "adjust",
 ]  # fmt: skip
 _ALONE = "alone"
+
+
+def training_setting(runs: pd.DataFrame, task: str) -> np.ndarray:
+    """Each run's setting: ``"alone"`` for the task trained by itself, else the group it trained in."""
+    return np.where(runs["trained_with"] == task, _ALONE, runs["trained_with"].astype(str))
 
 
 def shared_encoder_contrasts(
@@ -62,7 +67,7 @@ def shared_encoder_contrasts(
     frame = runs[runs["task"] == task]
     if "trained_with" not in frame.columns or not (frame["trained_with"] != task).any():
         raise ModelFitError(f"shared_encoder_contrasts: task '{task}' has no runs trained in a group (trained_with).")
-    setting = np.where(frame["trained_with"] == task, _ALONE, frame["trained_with"].astype(str))
+    setting = training_setting(frame, task)
     labelled = frame.assign(arm=setting, arm_level=frame["frozen_layers"].astype("int64"))
     codes = strategy_codes(labelled, (_ALONE, 0))
     coded = labelled.merge(codes, on=["arm", "arm_level"])
