@@ -223,6 +223,9 @@ def analyze(
             "delta": delta or margin or 0.02,
             "tasks": tasks,
             "n_runs": len(grid),
+            # rows set aside from the freeze model (stated beside n_runs, so "54 runs" is not read as the study)
+            "n_rows_bi": n_bi,
+            "n_rows_grouped": n_grouped,
             "pooled": pooled,
             "freezestats_version": __version__,
         }

@@ -16,7 +16,16 @@ import pandas as pd
 
 from freezestats.exceptions import ModelFitError
 
-__all__ = ["RESULTS_FILE", "SECOND_MODE", "STUDY_FILE", "Analysis", "read_analysis", "summary_lines", "write_analysis"]
+__all__ = [
+    "RESULTS_FILE",
+    "SECOND_MODE",
+    "STUDY_FILE",
+    "Analysis",
+    "read_analysis",
+    "runs_counted",
+    "summary_lines",
+    "write_analysis",
+]
 
 #: Why an answer comes from the two-part contrasts (``settings["answer_from"] == "two_part"``), in the words the
 #: summary, the report and the warnings use (``stats.two_part.failures_within_cells`` is the test).
@@ -112,11 +121,23 @@ def _test_text(row: Any) -> str:
     return f"LR={row.lr_stat:.2f}, df={int(row.df)}, p={row.p_val:.3g}"
 
 
+def runs_counted(settings: dict[str, Any]) -> str:
+    """The runs counted, e.g. "350 runs", or "54 cross-encoded runs alone (and 54 in groups, 30 bi-encoded)".
+
+    ``n_runs`` counts the rows of the freeze model only; a multi-task study's group rows and its bi-encoded rows
+    are analysed in their own tables, and a count that left them out unsaid would understate the study.
+    """
+    grouped, bi = settings.get("n_rows_grouped") or 0, settings.get("n_rows_bi") or 0
+    kind = ("cross-encoded " if bi else "") + "runs" + (" alone" if grouped else "")
+    aside = [f"{grouped} in groups"] * bool(grouped) + [f"{bi} bi-encoded"] * bool(bi)
+    return f"{settings['n_runs']} {kind}" + (f" (and {', '.join(aside)})" if aside else "")
+
+
 def summary_lines(analysis: Analysis) -> list[str]:
     """A short human summary: the contrasts against full fine-tuning and what the study says."""
     s = analysis.settings
     lines = [
-        f"freezestats analyze: {s['model']} model of {s['response']} ({s['n_runs']} runs); "
+        f"freezestats analyze: {s['model']} model of {s['response']} ({runs_counted(s)}); "
         f"{s['response']}: {s['response_note']}."
     ]
     contrasts = analysis.tables.get("contrasts")

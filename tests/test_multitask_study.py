@@ -62,3 +62,17 @@ def test_the_shipped_multitask_study_runs_small_and_analyzes(
     assert pairs["frozen_layers"].eq(2).all() and pairs["n_pairs"].eq(2).all()
     shared = analysis.tables["shared_encoder"]
     assert set(shared["task"]) == {"sst2", "mrpc", "stsb"}
+    # the report says what a group and a bi run are, and counts the rows the freeze model sets aside
+    report = tmp_path / "report"
+    args = ["report", "--storage", storage, "--analysis", str(out), "-o", str(report), "--format", "html"]
+    assert main([*args, "--no-progress"]) == 0
+    qmd = (report / "report.qmd").read_text()
+    assert 'runs alone (and 12 in groups, 10 bi-encoded), mixed model"' in qmd.split("\n---", 1)[0]
+    assert "**Task groups.** `sst2+mrpc+stsb` trains one shared encoder with a head per task" in qmd
+    assert "sampling `proportional`" in qmd and "no update from any task's batches (`freeze_for = 'all'`)" in qmd
+    assert "**Pair encoding.**" in qmd and "at frozen 2, bi-encoded as well" in qmd
+    assert "**Runs.** 12 cross-encoded runs alone (and 12 in groups, 10 bi-encoded); the freeze model's 6 cells" in qmd
+    pair_section = qmd.split("## Cross against bi encoding", 1)[1].split("\n## ", 1)[0]
+    sst2, mrpc = pair_section.split("### sst2", 1)[1], pair_section.split("### mrpc", 1)[1].split("### ", 1)[0]
+    assert sst2.lstrip().startswith("sst2 has single sentences") and "single sentences" not in mrpc
+    assert "over 2 seeds of a discrete choice" in qmd  # the operating point's bootstrap: this study's seeds

@@ -81,11 +81,21 @@ def lee_section(inputs: ReportInputs, w: Writer) -> str:
                 f"{task}-operating-point",
                 f"{task}: the {threshold:.0%} operating point: fewest trainable layers whose mean reaches "
                 f"{threshold:.0%} of full fine-tuning's quality, with its bootstrap 95% interval (a percentile "
-                "interval over 5 seeds of a discrete choice: it under-covers; read the tests above instead).",
+                f"interval over {_seeds_a_cell(inputs, task)} of a discrete choice: it under-covers; read the tests "
+                "above instead).",
             ),
         ]
         parts.append(head + "\n\n".join(body))
     return "\n\n".join(parts)
+
+
+def _seeds_a_cell(inputs: ReportInputs, task: str) -> str:
+    """The runs a cell of the task has, e.g. "3 seeds" or "3–5 seeds": what the bootstrap resamples."""
+    cells = task_table(inputs, "cell_summary", task, fit=None)
+    if cells is None or "n" not in cells.columns:
+        return "the seeds"
+    lo, hi = int(cells["n"].min()), int(cells["n"].max())
+    return f"{lo} seeds" if lo == hi else f"{lo}–{hi} seeds"
 
 
 def compute_section(inputs: ReportInputs, w: Writer) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from freezestats._resources import bundled_path
+from freezestats.analysis_io import runs_counted
 from freezestats.report import figures as F
 from freezestats.report import text
 from freezestats.report.comparisons import compute_section, lee_section, reference_section
@@ -349,7 +350,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
     values = {
         "title": f"How many layers to freeze? Study {inputs.study_name}",
         "subtitle": f"{model or 'unknown model'} on {', '.join(settings['tasks'])}: {settings['response']}, "
-        f"{settings['n_runs']} runs, {settings['model']} model",
+        f"{runs_counted(settings)}, {settings['model']} model",
         "date": now.strftime("%Y-%m-%d"),
         "notes": _notes(inputs),
         "answer": text.answer(inputs),

@@ -12,17 +12,35 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from freezestats.exceptions import SpecError
 from freezestats.report.tables import fmt_num, fmt_p, present
+from freezestats.tasks import get_task
 
 if TYPE_CHECKING:
     from freezestats.report.inputs import ReportInputs
 
-__all__ = ["pair_encoding_lines", "pair_encoding_section"]
+__all__ = ["pair_encoding_lines", "pair_encoding_methods", "pair_encoding_section"]
 
 _NONE = (
     "No sentence-pair task of this study ran as a bi-encoder, so there is no cross/bi comparison; "
     '`grid.pair_encoding = ["cross", "bi"]` gets this section.'
 )
+
+
+def pair_encoding_methods(spec: dict[str, Any]) -> str | None:
+    """The Methods paragraph on ``grid.pair_encoding``: which cells ran bi-encoded and with which heads."""
+    grid = spec.get("grid") or {}
+    if "bi" not in (grid.get("pair_encoding") or []):
+        return None
+    levels = grid.get("bi_frozen_layers")
+    where = f"at frozen {', '.join(str(k) for k in levels)}" if levels else "at every frozen level"
+    return (
+        f"**Pair encoding.** Sentence-pair tasks (and groups holding one) ran cross-encoded (one joint input) and, "
+        f"{where}, bi-encoded as well: each sentence in a pass of its own, mean-pooled; the head is a scaled "
+        "cosine for regression and a linear layer on [u, v, |u − v|, u * v] for classification. The bi runs "
+        "share the cross runs' subsets, seeds and data order, so each cell's gap is paired by seed; every other "
+        "analysis uses the cross-encoded runs."
+    )
 
 
 def pair_encoding_lines(table: pd.DataFrame, task: str, digits: int = 3) -> list[str]:
@@ -59,10 +77,25 @@ def pair_encoding_section(inputs: ReportInputs, w: Any) -> str:
     parts = []
     for task in sorted(table["task"].unique()):
         mine = table[table["task"] == task]
-        lines = [f"### {task}", "", *[f"- {s}" for s in pair_encoding_lines(mine, task)]]
+        lines = [f"### {task}", "", *_single_sentence_note(task), *[f"- {s}" for s in pair_encoding_lines(mine, task)]]
         lines += ["", w.table(_shown(mine), f"{task}-pair-encoding", _caption(task))]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def _single_sentence_note(task: str) -> list[str]:
+    """For a task of single sentences in a group: what its "bi" rows are, since its own inputs never change."""
+    try:
+        single = not get_task(task).is_pair
+    except SpecError:  # a task the registry does not know (a results table from elsewhere): say nothing
+        return []
+    if not single:
+        return []
+    return [
+        f"{task} has single sentences, encoded the same way in both: its *bi* runs are the group runs whose pair "
+        f"tasks were bi-encoded, so bi − cross is what that did to {task} through the shared encoder.",
+        "",
+    ]
 
 
 def _shown(table: pd.DataFrame) -> pd.DataFrame:

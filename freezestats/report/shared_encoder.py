@@ -21,12 +21,54 @@ if TYPE_CHECKING:
 
     from freezestats.report.inputs import ReportInputs
 
-__all__ = ["shared_encoder_figure", "shared_encoder_section"]
+__all__ = ["group_methods", "shared_encoder_figure", "shared_encoder_section"]
 
 _NONE = (
     "No task of this study was trained in a group, so there is no shared-encoder comparison; a spec with "
     "`[[groups]]` gets this section."
 )
+
+
+_SAMPLING = {
+    "proportional": "every batch of every task once an epoch, in shuffled order (MT-DNN)",
+    "uniform": "each step draws its task with equal probability",
+}
+
+
+def group_methods(spec: dict[str, Any]) -> str | None:
+    """The Methods paragraph on the spec's task groups: what a group trains, how it mixes tasks, what freezes.
+
+    A reader of the shared-encoder answers needs the sampling and ``freeze_for`` to know which of the source's
+    variants was run; None when the study has no groups.
+    """
+    groups = spec.get("groups") or []
+    if not groups:
+        return None
+    parts = []
+    for group in groups:
+        sampling = group.get("sampling", "proportional")
+        how = _SAMPLING.get(sampling) or (
+            f"each step draws task t with probability ∝ n_t^(1/T), T = {group.get('temperature', 2.0):g}"
+        )
+        freeze_for = group.get("freeze_for", "all")
+        frozen = (
+            "the frozen layers take no update from any task's batches"
+            if freeze_for == "all"
+            else f"the frozen layers take no update from the batches of {', '.join(freeze_for)} (the optimiser "
+            "does not step them) and are updated by the other tasks'"
+        )
+        parts.append(
+            f"`{group['name']}` trains one shared encoder with a head per task ({', '.join(group['tasks'])}) on "
+            f"mixed mini-batches, each step one task's batch; sampling `{sampling}`: {how}; {frozen} "
+            f"(`freeze_for = {freeze_for!r}`)"
+        )
+    return (
+        "**Task groups.** "
+        + "; ".join(parts)
+        + ". A group cell of size n trains on n examples of each task, the nested subsets of the single-task "
+        "cells, with the same seeds. Each task's freeze analysis uses its runs trained alone; its group runs "
+        "enter the shared-encoder model."
+    )
 
 
 def shared_encoder_figure(runs: pd.DataFrame, task: str, response: str, metric: str) -> Figure:

@@ -14,9 +14,11 @@ from typing import Any
 import pandas as pd
 
 from freezestats import __version__
-from freezestats.analysis_io import SECOND_MODE
+from freezestats.analysis_io import SECOND_MODE, runs_counted
 from freezestats.report.figures import frozen_label, frozen_order
 from freezestats.report.inputs import ReportInputs
+from freezestats.report.pair_encoding import pair_encoding_methods
+from freezestats.report.shared_encoder import group_methods
 
 __all__ = ["answer", "colophon", "frozen_dropout", "methods", "metric_name", "n_layers"]
 
@@ -321,12 +323,13 @@ def methods(inputs: ReportInputs) -> str:
             "is not shown to beat the majority baseline gets no cost statement. Lee et al.'s 90% criterion is "
             "tested the same way, as μₖ − 0.9·μ₀ ≥ 0."
         )
+    lines += [part for part in (group_methods(spec), pair_encoding_methods(spec)) if part]
     summary = inputs.analysis.tables.get("cell_summary")
     if summary is not None and len(summary):
         lo, hi = int(summary["n"].min()), int(summary["n"].max())
         lines.append(
-            f"**Runs.** {settings.get('n_runs')} runs in {len(summary)} cells, "
-            + (f"{lo} per cell" if lo == hi else f"{lo}–{hi} per cell")
+            f"**Runs.** {runs_counted(settings)}; the freeze model's {len(summary)} cells have "
+            + (f"{lo} runs each" if lo == hi else f"{lo}–{hi} runs each")
             + f"; {FAILED_DEFINITION}."
         )
     return "\n\n".join(lines)
