@@ -7,7 +7,6 @@ until the README (and the report) are regenerated.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from pathlib import Path
@@ -15,15 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _scripts import load_script
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "blog2020-minilm"
 
 
 def _findings():
-    spec = importlib.util.spec_from_file_location("blog2020_findings", EXAMPLE / "findings.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_script(EXAMPLE / "findings.py")
 
 
 def _item_counts(items: pd.DataFrame) -> pd.DataFrame:

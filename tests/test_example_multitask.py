@@ -8,20 +8,17 @@ here until the README (and the report) are regenerated.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+from _scripts import load_script
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "multitask-minilm"
 
 
 def _findings():
-    spec = importlib.util.spec_from_file_location("multitask_findings", EXAMPLE / "findings.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_script(EXAMPLE / "findings.py")
 
 
 def test_the_published_study_is_complete_with_three_seeds_a_cell() -> None:

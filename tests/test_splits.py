@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from _scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _make_splits():
-    spec = importlib.util.spec_from_file_location("make_splits", REPO / "data" / "splits" / "make_splits.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "data" / "splits" / "make_splits.py")
 
 
 @pytest.mark.parametrize("task", ["sst2", "cola"])

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import patsy
 import pytest
+from _scripts import load_script
 from scipy import integrate
 from scipy.special import expit
 
@@ -131,12 +132,7 @@ def test_fit_matches_glmer_reference(fits: dict, glmer: dict, model: str) -> Non
 
 
 def test_fixture_is_what_the_generator_writes(fixture_table: pd.DataFrame) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_glmer_fixture", DATA / "make_glmer_fixture.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(DATA / "make_glmer_fixture.py")
     pd.testing.assert_frame_equal(module.make_fixture(), fixture_table, check_dtype=False)
 
 

@@ -3,7 +3,6 @@ Bonferroni across sizes, the baseline gate, and a small simulation of the error 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import numpy as np
 import pandas as pd
 import patsy
 import pytest
+from _scripts import load_script
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
@@ -240,10 +240,7 @@ def test_input_errors() -> None:
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("error_rates", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH)
 
 
 def test_small_simulation_of_the_error_rates() -> None:
