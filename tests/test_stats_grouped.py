@@ -165,6 +165,17 @@ def test_zero_variance_groups_are_floored_not_fatal() -> None:
     assert any("floor" in w for w in fit.diagnostics.warnings)
 
 
+def test_every_variance_at_its_floor_gives_infinite_df_not_a_crash() -> None:
+    """Every run of every cell on one value per cell (a task whose runs all sit on the majority pile): no
+    variance is estimated, so Satterthwaite's df has nothing to count and is infinite, as for a known variance."""
+    table = simulate_results(frozen_levels=(0, 2), train_sizes=(50, 200), resid_sd=0.0, seed_sd=0.0, rng=3)
+    table["best_dev"] = table["frozen_layers"].map({0: 0.8, 2: 0.7}) + 0.01 * (table["train_size"] == 200)
+    fit = fit_mixed(table, variance="per_cell")
+    assert fit.variance_components["at_floor"].all()
+    con = contrasts_vs_reference(fit, adjust="none")
+    assert np.isinf(con["df"]).all() and con["estimate"].to_numpy() == pytest.approx([-0.1, -0.1])
+
+
 def test_per_cell_variance_and_bad_option() -> None:
     table = simulate_results(frozen_levels=(0, 2), train_sizes=(50, 200), seeds=6, resid_sd=0.02, rng=5)
     fit = fit_mixed(table, variance="per_cell")

@@ -72,6 +72,8 @@ class RemlFit:
         contrasts = np.atleast_2d(np.asarray(contrasts, dtype=float))
         phi = np.einsum("ij,jk,ik->i", contrasts, self.cov_beta, contrasts)
         free = np.flatnonzero(~self.at_bound)
+        if free.size == 0:  # every variance at its floor (e.g. every run on one pile): nothing estimated, df = inf
+            return np.full(len(contrasts), np.inf)
         lc = contrasts @ self.cov_beta
         grad = np.column_stack([np.einsum("ij,jk,ik->i", lc, self.m_matrices[k], lc) for k in free])
         a = np.linalg.pinv(self.info)
