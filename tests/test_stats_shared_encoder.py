@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+from _scripts import load_script
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.shared_encoder import SHARED_ENCODER_COLUMNS, shared_encoder_contrasts
@@ -162,3 +165,38 @@ def test_the_figure_shows_every_run_beside_its_settings_mean() -> None:
         means = {line.get_label(): line.get_ydata() for line in ax.lines}
         alone = at[at["trained_with"] == "stsb"].groupby("frozen_layers")["best_dev"].mean()
         np.testing.assert_allclose(means["alone"], alone.loc[[0, 3]].to_numpy())
+
+
+COVERAGE_BENCH = Path(__file__).resolve().parents[1] / "bench" / "coverage_shared_encoder.py"
+
+
+@pytest.mark.parametrize(("task", "scenario"), [("stsb", "normal"), ("mrpc", "pile")])
+def test_the_coverage_bench_states_each_truth_under_the_label_the_contrast_has(task: str, scenario: str) -> None:
+    """bench/coverage_shared_encoder.py computes the true contrasts itself; fed its cells' true means (three
+    near-noiseless seeds), the contrasts must return those truths row for row, or its coverage means nothing."""
+    bench = load_script(COVERAGE_BENCH)
+    cells = bench.cell_parameters(bench.observed_runs(), task, scenario)
+    rng = np.random.default_rng(0)
+    study = pd.DataFrame(
+        [
+            {**cell, "task": task, "seed": s, "heldout": cell["truth"] + rng.normal(0, 1e-5), "failed": False}
+            for cell in cells[["trained_with", "frozen_layers", "train_size", "truth"]].to_dict("records")
+            for s in (1, 2, 3)
+        ]
+    )
+    out = shared_encoder_contrasts(study, "heldout", task=task, adjust="none")
+    keys = ["comparison", "trained_with", "frozen_layers", "train_size"]
+    merged = out.merge(bench.true_contrasts(cells, task), on=keys)
+    assert len(merged) == len(out) == 14
+    np.testing.assert_allclose(merged["estimate"], merged["truth"], atol=1e-4)
+    if scenario == "pile":  # every cell is a mixture, its truth between the pile and its healthy mean
+        assert (cells["p_pile"] > 0).all() and (cells["p_pile"] < 1).all()
+        bounds = cells[["pile", "mean"]]
+        assert cells["truth"].between(bounds.min(axis=1), bounds.max(axis=1)).all()
+
+
+def test_a_small_run_of_the_coverage_bench_covers() -> None:
+    """40 STS-B-shaped studies (the bench runs 1000): the mean coverage of 14 contrasts stays near 95%."""
+    result = load_script(COVERAGE_BENCH).run(["stsb"], ["normal"], 40)
+    coverage = pd.DataFrame(result["rows"])["coverage"]
+    assert len(coverage) == 14 and 0.88 <= coverage.mean() <= 0.995 and not result["errors"]
