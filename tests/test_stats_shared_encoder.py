@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _r_reference import r_reference
 from _scripts import load_script
 
 from freezestats.exceptions import ModelFitError
@@ -200,3 +201,34 @@ def test_a_small_run_of_the_coverage_bench_covers() -> None:
     result = load_script(COVERAGE_BENCH).run(["stsb"], ["normal"], 40)
     coverage = pd.DataFrame(result["rows"])["coverage"]
     assert len(coverage) == 14 and 0.88 <= coverage.mean() <= 0.995 and not result["errors"]
+
+
+@pytest.fixture(scope="module")
+def nlme_shared(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """nlme's fit of the shared-encoder fixture: fresh from R when R is here, else the committed JSON."""
+    return r_reference(
+        "shared_encoder_reference.R",
+        "shared_encoder_fixture.csv",
+        "shared_encoder_reference.json",
+        ("nlme", "emmeans", "jsonlite"),
+        tmp_path_factory.mktemp("nlme_shared"),
+    )
+
+
+def test_the_contrasts_match_nlme_with_a_variance_per_cell(nlme_shared: dict) -> None:
+    """The model with 12 residual variances (one per setting and size), nlme's varIdent, on STS-B-shaped runs
+    (tests/data/make_shared_encoder_fixture.py): every contrast's estimate and SE as emmeans gives them."""
+    table = pd.read_csv(Path(__file__).parent / "data" / "shared_encoder_fixture.csv")
+    ours = shared_encoder_contrasts(table, "heldout", task="stsb", adjust="none")
+    ref = pd.DataFrame(nlme_shared["contrasts"])
+    merged = ours.merge(ref, on=["comparison", "trained_with", "frozen_layers", "train_size"], suffixes=("", "_r"))
+    assert len(merged) == len(ours) == len(ref) == 14
+    np.testing.assert_allclose(merged["estimate"], merged["estimate_r"], atol=1e-6)
+    np.testing.assert_allclose(merged["se"], merged["se_r"], rtol=1e-4)
+    assert nlme_shared["random_sd"]["seed:train_size"] > 0.002  # the fixture is inside every variance's range
+
+
+def test_the_fixture_is_what_its_generator_writes() -> None:
+    fixture = pd.read_csv(Path(__file__).parent / "data" / "shared_encoder_fixture.csv")
+    made = load_script(Path(__file__).parent / "data" / "make_shared_encoder_fixture.py").make_fixture()
+    pd.testing.assert_frame_equal(made, fixture, check_dtype=False)
