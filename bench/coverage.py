@@ -118,14 +118,28 @@ def run(scenarios: list[str], n_studies: int, methods: tuple[str, ...] = METHODS
                     "n": int(row["count"]),
                 }
             )
-    return {
-        "machine": f"{platform.node()}: {platform.processor() or platform.machine()}, python {sys.version.split()[0]}",
-        "n_studies": n_studies,
-        "seconds": time.perf_counter() - started,
-        "errors": errors,
-        "auto_choices": choices,
-        "rows": rows,
-    }
+    return result_record(n_studies, started, errors, rows, auto_choices=choices)
+
+
+def result_record(n_studies: int, started: float, errors: dict, rows: list[dict], **extra: object) -> dict:
+    """A coverage run's saved record: the machine, its size and time, the fits that raised, one row per contrast.
+
+    Shared with bench/coverage_shared_encoder.py, so both benches' JSON files read the same way.
+    """
+    machine = f"{platform.node()}: {cpu_name()}, python {sys.version.split()[0]}"
+    seconds = time.perf_counter() - started
+    return {"machine": machine, "n_studies": n_studies, "seconds": seconds, "errors": errors, **extra, "rows": rows}
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (platform.processor() is empty on Linux), else the platform's."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def report(result: dict) -> str:

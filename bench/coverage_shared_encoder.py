@@ -25,8 +25,8 @@ coverage is 95%; the Monte Carlo band of a coverage from N studies is +-1.96 sqr
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -37,6 +37,12 @@ from rich.progress import Progress
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.shared_encoder import shared_encoder_contrasts
+
+# bench/coverage.py, for the saved record both coverage benches write; loaded by path, since `import coverage`
+# would find coverage.py (the PyPI package of pytest-cov) first wherever that is installed and imported
+_spec = importlib.util.spec_from_file_location("bench_coverage", Path(__file__).resolve().with_name("coverage.py"))
+coverage = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(coverage)  # type: ignore[union-attr]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "multitask-minilm"
 SEEDS, SEED_SD, SEED_SIZE_SD, SD_FLOOR = 3, 0.01, 0.005, 0.002
@@ -141,24 +147,7 @@ def run(tasks: list[str], scenarios: list[str], n_studies: int) -> dict:
                     rows.append({"task": task, "scenario": scenario, "comparison": row.comparison,
                                  "frozen_layers": int(row.frozen_layers), "train_size": int(row.train_size),
                                  "coverage": float(row.mean), "n": int(row.count)})  # fmt: skip
-    return {
-        "machine": f"{platform.node()}: {_cpu()}, python {sys.version.split()[0]}",
-        "n_studies": n_studies,
-        "seconds": time.perf_counter() - started,
-        "errors": errors,
-        "rows": rows,
-    }
-
-
-def _cpu() -> str:
-    """The CPU's model name (platform.processor() is empty on Linux)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return coverage.result_record(n_studies, started, errors, rows)
 
 
 def report(result: dict) -> str:

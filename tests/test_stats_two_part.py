@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+from _scripts import load_script
 from scipy import special, stats
 
 from freezestats.analysis import analyze
@@ -98,14 +101,10 @@ def test_runs_straddling_the_failure_threshold_leave_the_answer_to_the_per_size_
 
 
 def _coverage_bench():
-    """bench/coverage.py's scenario functions (the bench is a script, not a package)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from coverage import intervals, simulate, truth
-
-    return intervals, simulate, truth
+    """bench/coverage.py's scenario functions (the bench is a script, not a package; loaded by path, as `import
+    coverage` would find pytest-cov's coverage package wherever that is loaded)."""
+    bench = load_script(Path(__file__).resolve().parents[1] / "bench" / "coverage.py")
+    return bench.intervals, bench.simulate, bench.truth
 
 
 def _failed_cell_sharing_seed_effects(fail_rate: float, rng: int = 11) -> pd.DataFrame:
