@@ -28,6 +28,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -182,13 +183,21 @@ def main() -> None:
     parser.add_argument("--output", default="bench/results/coverage.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
-    if args.from_json:
-        print(report(json.loads(Path(args.from_json).read_text())))
+    compute = lambda: run(args.scenarios.split(","), args.n_studies, tuple(args.methods.split(",")))  # noqa: E731
+    reprint_or_run(args.from_json, args.output, compute, report)
+
+
+def reprint_or_run(
+    from_json: str | None, output: str, compute: Callable[[], dict], show: Callable[[dict], str]
+) -> None:
+    """A coverage bench's command line: reprint a saved run, or run, save the record to ``output`` and print it."""
+    if from_json:
+        print(show(json.loads(Path(from_json).read_text())))
         return
-    result = run(args.scenarios.split(","), args.n_studies, tuple(args.methods.split(",")))
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=1))
-    print(report(result))
+    result = compute()
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(json.dumps(result, indent=1))
+    print(show(result))
 
 
 if __name__ == "__main__":

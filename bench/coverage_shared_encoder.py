@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 import time
 from pathlib import Path
@@ -184,13 +183,8 @@ def main() -> None:
     parser.add_argument("--output", default="bench/results/coverage_shared_encoder.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
-    if args.from_json:
-        print(report(json.loads(Path(args.from_json).read_text())))
-        return
-    result = run(args.tasks.split(","), args.scenarios.split(","), args.n_studies)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=1))
-    print(report(result))
+    compute = lambda: run(args.tasks.split(","), args.scenarios.split(","), args.n_studies)  # noqa: E731
+    coverage.reprint_or_run(args.from_json, args.output, compute, report)
 
 
 if __name__ == "__main__":
