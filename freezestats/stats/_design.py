@@ -189,7 +189,43 @@ def _prepare(
     """Validate a results table and return one task's complete grid runs, ready for patsy.
 
     Without failed runs, a level (or, for the reference, a size) leaves the fit where some cell keeps fewer than
-    ``min_healthy_runs`` healthy runs (:func:`_drop_failed_cells`)."""
+    ``min_healthy_runs`` healthy runs (:func:`_drop_failed_cells`). The steps: the task's grid runs
+    (:func:`_task_grid_runs`), failed runs set aside if asked (:func:`_set_failed_aside`), runs with the response
+    (:func:`_runs_with_response`), and the checks that the interaction model can be fitted (:func:`_check_design`).
+    """
+    frame, task = _task_grid_runs(data, response, task, caller, extra_columns)
+    notes: list[str] = []
+    failed = frame["failed"].fillna(False).astype(bool)
+    n_task = len(frame)
+    if not include_failed:
+        frame = _set_failed_aside(frame, failed, task, caller, min_healthy_runs, notes)
+    frame = _runs_with_response(frame, response, task, extra_columns, notes)
+    frozen_sorted = sorted(frame["frozen_layers"].unique())
+    reference = 0 if 0 in frozen_sorted else frozen_sorted[0]
+    frozen_levels = (reference, *[k for k in frozen_sorted if k != reference])
+    train_sizes = tuple(sorted(frame["train_size"].unique()))
+    excluded_failed = not include_failed and bool(failed.any())
+    n_seeds = _check_design(frame, response, task, frozen_levels, train_sizes, need_seeds, excluded_failed)
+    frame["frozen_layers"] = pd.Categorical(frame["frozen_layers"], categories=list(frozen_levels))
+    frame["train_size"] = pd.Categorical(frame["train_size"], categories=list(train_sizes))
+    return _Prepared(
+        frame=frame.reset_index(drop=True),
+        task=task,
+        frozen_levels=tuple(int(k) for k in frozen_levels),
+        train_sizes=tuple(int(n) for n in train_sizes),
+        n_seeds=n_seeds,
+        n_subset_draws=int(frame["subset_draw"].nunique()),
+        n_failed=int(frame["failed"].sum()),
+        n_excluded=n_task - len(frame),
+        notes=tuple(notes),
+    )
+
+
+def _task_grid_runs(
+    data: pd.DataFrame, response: str, task: str | None, caller: str, extra_columns: tuple[str, ...]
+) -> tuple[pd.DataFrame, str]:
+    """The complete grid runs of one task of one model, and that task: the table's shape is checked first, so a
+    wrong table is named as such rather than failing later inside patsy."""
     if not isinstance(data, pd.DataFrame):
         raise ModelFitError(f"{caller} needs the results table as a pandas DataFrame, but got {type(data).__name__}.")
     if len(data) == 0:
@@ -233,27 +269,39 @@ def _prepare(
             f"the runs of task {task!r} come from several models {models}; a model comparison is not part of "
             "this design, so filter the table to one model first, e.g. data[data['model'] == ...]."
         )
-    notes: list[str] = []
-    failed = frame["failed"].fillna(False).astype(bool)
-    n_task = len(frame)
-    if not include_failed:
-        if failed.all():
-            raise ModelFitError(
-                f"include_failed=False leaves no runs: all {n_task} runs of task {task!r} failed (collapsed to the "
-                "majority baseline); fit with include_failed=True or look at the failure rates instead."
-            )
-        if failed.any():
-            notes.append(
-                f"excluded {int(failed.sum())} failed runs (include_failed=False): estimates are conditional on "
-                "a run not failing."
-            )
-        frame = _drop_failed_cells(frame, frame[~failed], notes, min_healthy_runs)
-        if frame.empty:
-            why = "; ".join(n.rstrip(".") for n in notes if n.startswith("left out"))
-            raise ModelFitError(
-                f"{caller}: include_failed=False leaves no cell with {min_healthy_runs} healthy run(s) in task "
-                f"{task!r} ({why}); fit with include_failed=True or run more seeds."
-            )
+    return frame, task
+
+
+def _set_failed_aside(
+    frame: pd.DataFrame, failed: pd.Series, task: str, caller: str, min_healthy_runs: int, notes: list[str]
+) -> pd.DataFrame:
+    """The healthy runs, less the levels and sizes whose cells keep too few of them (``include_failed=False``);
+    what was set aside is appended to ``notes``."""
+    if failed.all():
+        raise ModelFitError(
+            f"include_failed=False leaves no runs: all {len(frame)} runs of task {task!r} failed (collapsed to the "
+            "majority baseline); fit with include_failed=True or look at the failure rates instead."
+        )
+    if failed.any():
+        notes.append(
+            f"excluded {int(failed.sum())} failed runs (include_failed=False): estimates are conditional on "
+            "a run not failing."
+        )
+    kept = _drop_failed_cells(frame, frame[~failed], notes, min_healthy_runs)
+    if kept.empty:
+        why = "; ".join(n.rstrip(".") for n in notes if n.startswith("left out"))
+        raise ModelFitError(
+            f"{caller}: include_failed=False leaves no cell with {min_healthy_runs} healthy run(s) in task "
+            f"{task!r} ({why}); fit with include_failed=True or run more seeds."
+        )
+    return kept
+
+
+def _runs_with_response(
+    frame: pd.DataFrame, response: str, task: str, extra_columns: tuple[str, ...], notes: list[str]
+) -> pd.DataFrame:
+    """The runs whose response (and extra columns) are finite numbers, with the design columns typed; a run
+    without them is dropped listwise and counted in ``notes``."""
     values = pd.to_numeric(frame[response], errors="coerce")
     for column in extra_columns:
         values = values.where(pd.to_numeric(frame[column], errors="coerce").notna())
@@ -275,13 +323,22 @@ def _prepare(
     frame["seed"] = frame["seed"].astype(int)
     frame["subset_draw"] = frame["subset_draw"].fillna(0).astype(int) if "subset_draw" in frame.columns else 0
     frame["failed"] = frame["failed"].fillna(False).astype(bool)
+    return frame
 
-    frozen_sorted = sorted(frame["frozen_layers"].unique())
-    reference = 0 if 0 in frozen_sorted else frozen_sorted[0]
-    frozen_levels = (reference, *[k for k in frozen_sorted if k != reference])
-    train_sizes = tuple(sorted(frame["train_size"].unique()))
+
+def _check_design(
+    frame: pd.DataFrame,
+    response: str,
+    task: str,
+    frozen_levels: tuple,
+    train_sizes: tuple,
+    need_seeds: int,
+    excluded_failed: bool,
+) -> int:
+    """Refuse, in one line each, a table the interaction model with a seed effect cannot be fitted to: an empty
+    cell, too few seeds, a constant response, no more runs than cells. Returns the number of seeds."""
     counts = frame.groupby(["frozen_layers", "train_size"]).size()
-    empty = [(k, n) for k in frozen_sorted for n in train_sizes if (k, n) not in counts.index]
+    empty = [(k, n) for k in sorted(frozen_levels) for n in train_sizes if (k, n) not in counts.index]
     if empty:
         shown = ", ".join(f"(frozen_layers={k}, train_size={n})" for k, n in empty[:6])
         raise ModelFitError(
@@ -290,7 +347,7 @@ def _prepare(
             + (" ..." if len(empty) > 6 else "")
             + (
                 "; failed runs were excluded (include_failed=False), so try include_failed=True,"
-                if not include_failed and failed.any()
+                if excluded_failed
                 else ";"
             )
             + " finish those cells or drop their frozen level / train size from the table."
@@ -314,19 +371,7 @@ def _prepare(
             f"the interaction model has one mean per cell, so it needs more runs than cells, but task {task!r} "
             f"has {len(frame)} runs for {n_cells} cells; run more seeds."
         )
-    frame["frozen_layers"] = pd.Categorical(frame["frozen_layers"], categories=list(frozen_levels))
-    frame["train_size"] = pd.Categorical(frame["train_size"], categories=list(train_sizes))
-    return _Prepared(
-        frame=frame.reset_index(drop=True),
-        task=task,
-        frozen_levels=tuple(int(k) for k in frozen_levels),
-        train_sizes=tuple(int(n) for n in train_sizes),
-        n_seeds=n_seeds,
-        n_subset_draws=int(frame["subset_draw"].nunique()),
-        n_failed=int(frame["failed"].sum()),
-        n_excluded=n_task - len(frame),
-        notes=tuple(notes),
-    )
+    return n_seeds
 
 
 def _design(prepared: _Prepared, formula: str = _PATSY_FORMULA) -> pd.DataFrame:
