@@ -227,71 +227,105 @@ def _ran_as(inputs: ReportInputs, column: str) -> str:
 
 
 def methods(inputs: ReportInputs) -> str:
-    """Methods from the stored spec: model, tasks, grid, protocol, the analysed metric, runs, failures."""
+    """Methods from the stored spec: model, tasks, grid, protocol, the analysed metric, runs, failures.
+
+    One paragraph per topic, each from its own function, and only those the study has (a learning-rate search, a
+    non-inferiority answer, task groups, bi-encoded pairs)."""
     spec = inputs.spec
-    settings = inputs.analysis.settings
-    lines = []
+    paragraphs = [
+        _model_paragraph(inputs),
+        "**Tasks.** "
+        + ", ".join(f"{t} (metric: {metric_name(inputs, t)})" for t in inputs.analysis.settings.get("tasks", []))
+        + ".",
+        _grid_paragraph(inputs),
+        *_training_paragraphs(inputs),
+        _dropout_paragraph(inputs),
+        _metric_paragraph(inputs.analysis.settings),
+        _answer_paragraph(inputs.analysis.settings),
+        group_methods(spec),
+        pair_encoding_methods(spec),
+        _runs_paragraph(inputs),
+    ]
+    return "\n\n".join(part for part in paragraphs if part)
+
+
+def _model_paragraph(inputs: ReportInputs) -> str:
+    spec = inputs.spec
     model = (spec.get("model") or {}).get("name")
     if model is None and inputs.runs is not None and "model" in inputs.runs.columns:
         model = str(inputs.runs["model"].dropna().iloc[0]) if inputs.runs["model"].notna().any() else None
     layers = n_layers(inputs)
     strategy = (spec.get("model") or {}).get("strategy", "freeze")
-    lines.append(
+    return (
         f"**Model.** `{model or 'unknown'}`"
         + (f" ({layers} encoder layers)" if layers else "")
         + f", strategy `{strategy}`: frozen level −1 freezes the embeddings only (“emb.” on the axes), 0 nothing "
         "(full fine-tuning), k ≥ 1 the embeddings and the first k encoder layers."
     )
-    tasks = settings.get("tasks", [])
-    lines.append("**Tasks.** " + ", ".join(f"{t} (metric: {metric_name(inputs, t)})" for t in tasks) + ".")
+
+
+def _grid_paragraph(inputs: ReportInputs) -> str:
     seeds = _grid_values(inputs, "seeds")
     frozen = _grid_values(inputs, "frozen_layers")
     sizes = _grid_values(inputs, "train_sizes") or _grid_values(inputs, "train_size")
-    draws = (spec.get("grid") or {}).get("subset_draws", 1)
-    lines.append(
+    draws = (inputs.spec.get("grid") or {}).get("subset_draws", 1)
+    return (
         f"**Grid.** frozen layers {', '.join(frozen_label(int(k)) for k in frozen)}; train sizes "
         f"{', '.join(str(s) for s in sizes)}; "
         + (f"seeds {', '.join(str(s) for s in seeds)}; " if seeds else "")
         + f"{draws} nested training-subset draw{'s' if draws != 1 else ''} (stratified by label, 50 ⊂ 100 ⊂ …)."
     )
+
+
+def _training_paragraphs(inputs: ReportInputs) -> list[str]:
+    """The training protocol and, where there was one, the learning-rate search; none without a stored spec."""
+    spec = inputs.spec
     training = spec.get("training") or {}
-    if training:
-        ran = _ran_as(inputs, "precision")
-        lines.append(
-            f"**Training protocol.** {training.get('epochs')} epochs, batch size {training.get('batch_size')}, "
-            f"AdamW with learning rate {training.get('learning_rate')} and weight decay "
-            f"{training.get('weight_decay')}, "
-            f"gradient clipping at {training.get('max_grad_norm')}, {training.get('warmup_epochs')} warm-up epoch(s) "
-            f"then linear decay; evaluation on the whole validation set every {training.get('eval_every_epochs')} "
-            f"epochs; inputs truncated to {training.get('max_length')} tokens; precision "
-            f"`{training.get('precision')}`" + (f" (ran as {ran})" if ran else "") + ", "
-            f"device `{training.get('device')}`."
+    if not training:
+        return []
+    ran = _ran_as(inputs, "precision")
+    paragraphs = [
+        f"**Training protocol.** {training.get('epochs')} epochs, batch size {training.get('batch_size')}, "
+        f"AdamW with learning rate {training.get('learning_rate')} and weight decay "
+        f"{training.get('weight_decay')}, "
+        f"gradient clipping at {training.get('max_grad_norm')}, {training.get('warmup_epochs')} warm-up epoch(s) "
+        f"then linear decay; evaluation on the whole validation set every {training.get('eval_every_epochs')} "
+        f"epochs; inputs truncated to {training.get('max_length')} tokens; precision "
+        f"`{training.get('precision')}`" + (f" (ran as {ran})" if ran else "") + ", "
+        f"device `{training.get('device')}`."
+    ]
+    lr = spec.get("lr_search") or {}
+    if lr.get("mode", "none") != "none":
+        paragraphs.append(
+            f"**Learning-rate search.** mode `{lr.get('mode')}` over {lr.get('rates')}, selected on "
+            f"`{lr.get('select_metric')}`; the grid uses the selected rate."
         )
-        lr = spec.get("lr_search") or {}
-        if lr.get("mode", "none") != "none":
-            lines.append(
-                f"**Learning-rate search.** mode `{lr.get('mode')}` over {lr.get('rates')}, selected on "
-                f"`{lr.get('select_metric')}`; the grid uses the selected rate."
-            )
-    dropout = frozen_dropout(spec)
+    return paragraphs
+
+
+def _dropout_paragraph(inputs: ReportInputs) -> str:
+    """Whether frozen layers kept dropout: a warning when they did not, since that is not the blog's protocol."""
+    dropout = frozen_dropout(inputs.spec)
     if dropout == "off":
-        lines.append(
+        return (
             '::: {.callout-warning}\n**Frozen layers ran without dropout** (`training.frozen_dropout = "off"`): their '
             "outputs were cached, which changes the experiment. This is not the blog's protocol, in which frozen "
             "layers keep dropout on; do not compare these numbers with the published ones as if they were.\n:::"
         )
+    if "frozen_dropout" in (inputs.spec.get("training") or {}):
+        origin = ""
+    elif inputs.study is None:
+        origin = " (not recorded: the spec is not at hand; assumed the default)"
     else:
-        if "frozen_dropout" in training:
-            origin = ""
-        elif inputs.study is None:
-            origin = " (not recorded: the spec is not at hand; assumed the default)"
-        else:
-            origin = " (not in the stored spec; the default)"
-        lines.append(
-            f'**Dropout in frozen layers.** `training.frozen_dropout = "{dropout}"`'
-            + origin
-            + ": frozen layers keep dropout on, as in the blog's protocol."
-        )
+        origin = " (not in the stored spec; the default)"
+    return (
+        f'**Dropout in frozen layers.** `training.frozen_dropout = "{dropout}"`'
+        + origin
+        + ": frozen layers keep dropout on, as in the blog's protocol."
+    )
+
+
+def _metric_paragraph(settings: dict[str, Any]) -> str:
     response = settings.get("response", "best_dev")
     caveat = (
         " **Selection bias:** `best_dev` picks the best checkpoint on the same validation set that scores it, so it "
@@ -300,39 +334,46 @@ def methods(inputs: ReportInputs) -> str:
         if response == "best_dev"
         else ""
     )
-    lines.append(
+    return (
         f"**Analysed metric.** `{response}`: {settings.get('response_note', '')}.{caveat} Model: "
         f"`{settings.get('model')}`; reference level {frozen_label(int(settings.get('reference', 0)))}; "
         f"superiority contrasts adjusted by `{settings.get('adjust')}` within each train size"
         + (f"; equivalence margin ±{settings['margin']}" if settings.get("margin") else "")
         + "."
     )
+
+
+def _answer_paragraph(settings: dict[str, Any]) -> str | None:
+    """How the answer was tested (margins, sequence, family); None when the analysis gave no margins."""
     margins = settings.get("margins") or {}
-    if margins:
-        family = (
-            "all train sizes together (Bonferroni, α/number of sizes)"
-            if settings.get("adjust_across") == "sizes"
-            else "each train size separately"
-        )
-        shown = ", ".join(f"{task} {value:g}" for task, value in margins.items())
-        lines.append(
-            f"**The answer.** Non-inferiority against the reference with margin {shown} (default: 0.01 for "
-            "accuracy and F1, 0.02 for MCC and correlations), one-sided 95% lower bounds from the model above, "
-            "tested in a fixed sequence from shallow to deep freezing and stopped at the first depth that fails "
-            f"(Hsu & Berger 1999; no further adjustment); the family is {family}. A size at which the reference "
-            "is not shown to beat the majority baseline gets no cost statement. Lee et al.'s 90% criterion is "
-            "tested the same way, as μₖ − 0.9·μ₀ ≥ 0."
-        )
-    lines += [part for part in (group_methods(spec), pair_encoding_methods(spec)) if part]
+    if not margins:
+        return None
+    family = (
+        "all train sizes together (Bonferroni, α/number of sizes)"
+        if settings.get("adjust_across") == "sizes"
+        else "each train size separately"
+    )
+    shown = ", ".join(f"{task} {value:g}" for task, value in margins.items())
+    return (
+        f"**The answer.** Non-inferiority against the reference with margin {shown} (default: 0.01 for "
+        "accuracy and F1, 0.02 for MCC and correlations), one-sided 95% lower bounds from the model above, "
+        "tested in a fixed sequence from shallow to deep freezing and stopped at the first depth that fails "
+        f"(Hsu & Berger 1999; no further adjustment); the family is {family}. A size at which the reference "
+        "is not shown to beat the majority baseline gets no cost statement. Lee et al.'s 90% criterion is "
+        "tested the same way, as μₖ − 0.9·μ₀ ≥ 0."
+    )
+
+
+def _runs_paragraph(inputs: ReportInputs) -> str | None:
     summary = inputs.analysis.tables.get("cell_summary")
-    if summary is not None and len(summary):
-        lo, hi = int(summary["n"].min()), int(summary["n"].max())
-        lines.append(
-            f"**Runs.** {runs_counted(settings)}; the freeze model's {len(summary)} cells have "
-            + (f"{lo} runs each" if lo == hi else f"{lo}–{hi} runs each")
-            + f"; {FAILED_DEFINITION}."
-        )
-    return "\n\n".join(lines)
+    if summary is None or not len(summary):
+        return None
+    lo, hi = int(summary["n"].min()), int(summary["n"].max())
+    return (
+        f"**Runs.** {runs_counted(inputs.analysis.settings)}; the freeze model's {len(summary)} cells have "
+        + (f"{lo} runs each" if lo == hi else f"{lo}–{hi} runs each")
+        + f"; {FAILED_DEFINITION}."
+    )
 
 
 def _version(name: str) -> str:
