@@ -211,117 +211,120 @@ def _item_uncertainty_table(inputs: ReportInputs, w: Writer, task: str) -> str:
 
 
 def _variance_section(inputs: ReportInputs, w: Writer) -> str:
+    """Per task: the seed spread, the failure rates and the two-part failure tables, and the spread test."""
     parts = []
     for task in inputs.analysis.settings["tasks"]:
-        head = heading(inputs, task)
-        metric = text.metric_name(inputs, task)
-        body = []
-        spread = task_table(inputs, "seed_spread", task, fit=None)
-        if spread is not None and spread["std"].notna().any():
-            body.append(
-                w.figure(
-                    F.spread_figure(spread, metric),
-                    f"{task}-seed-sd",
-                    f"{task}: standard deviation over seeds of each cell, in points, with chi-square 95% intervals.",
-                )
-            )
-        else:
-            body.append("No seed spread: every cell has fewer than two runs.")
-        rates = task_table(inputs, "failure_rates", task, fit=None)
-        if rates is not None:
-            body.append(
-                w.figure(
-                    F.failure_figure(rates),
-                    f"{task}-failures",
-                    f"{task}: share of failed runs per cell with Wilson 95% intervals ({int(rates['n_failed'].sum())} "
-                    f"of {int(rates['n'].sum())} runs failed).",
-                )
-            )
-        summary = task_table(inputs, "failure_summary", task, fit=None)
-        if summary is not None and len(summary):
-            checkpoint = str(summary["checkpoint"].iloc[0])
-            body.append(
-                w.table(
-                    present(
-                        summary,
-                        {
-                            "train_size": "train size",
-                            "frozen_layers": "frozen",
-                            "n": "runs",
-                            "n_failed": "failed",
-                            "p_fail": "P(fail)",
-                            "ci_low": "CI low",
-                            "ci_high": "CI high",
-                            "mean_healthy": "mean, healthy runs",
-                            "mean_all": "mean, all runs",
-                        },
-                        {
-                            "n": fmt_num(0),
-                            "n_failed": fmt_num(0),
-                            "p_fail": fmt_num(2),
-                            "ci_low": fmt_num(2),
-                            "ci_high": fmt_num(2),
-                        },
-                    ),
-                    f"{task}-failure-summary",
-                    f"{task}: failure in two parts. A run fails when the `{checkpoint}` checkpoint (the one the "
-                    "analysed metric scores) is not shown to beat the majority class (one-sided exact binomial "
-                    "test, 5%); P(fail) with a Wilson 95% interval, then the mean score of the healthy runs and of "
-                    "all runs.",
-                )
-            )
-        two_part = task_table(inputs, "two_part_contrasts", task, fit=None)
-        if two_part is not None and len(two_part):
-            body.append(
-                w.table(
-                    present(
-                        sorted_cells(two_part),
-                        {
-                            "train_size": "train size",
-                            "frozen_layers": "frozen",
-                            "estimate": "difference",
-                            "ci_low": "CI low",
-                            "ci_high": "CI high",
-                            "healthy_difference": "difference, healthy",
-                            "p_fail": "P(fail)",
-                            "p_fail_reference": "P(fail), reference",
-                        },
-                        {"p_fail": fmt_num(3), "p_fail_reference": fmt_num(3)},
-                    ),
-                    f"{task}-two-part",
-                    f"{task}: the difference from the reference in expected score, failures included, in two parts: "
-                    "P(fail) from a binomial GLMM with random frozen-level, train-size and cell intercepts (it "
-                    "borrows the failure rate across cells, which 5 seeds per cell cannot give), times the healthy "
-                    "runs' mixed model. 95% intervals join the healthy part's t interval with the failure part's, "
-                    "built from Wilson intervals of each P(fail), so they are not symmetric when a P(fail) is near "
-                    "0 or 1.",
-                )
-            )
-        test = task_table(inputs, "spread_test", task, fit=None)
-        if test is not None:
-            body.append(
-                w.table(
-                    present(
-                        test,
-                        {
-                            "train_size": "train size",
-                            "statistic": "F",
-                            "df_between": "df1",
-                            "df_within": "df2",
-                            "p_val": "p",
-                            "p_holm": "p (Holm)",
-                            "n_groups": "levels",
-                        },
-                        {"df_between": fmt_num(0), "df_within": fmt_num(0), "n_groups": fmt_num(0)},
-                    ),
-                    f"{task}-brown-forsythe",
-                    f"{task}: Brown–Forsythe test that the seed spread differs across frozen levels, per train size.",
-                )
-            )
-        else:
-            body.append(f"No Brown–Forsythe test: {why_missing(inputs, task, 'spread_test')}.")
-        parts.append(head + "\n\n".join(body))
+        body = [
+            _seed_spread_part(inputs, w, task),
+            _failure_rates_part(inputs, w, task),
+            _failure_summary_part(inputs, w, task),
+            _two_part_part(inputs, w, task),
+            _spread_test_part(inputs, w, task),
+        ]
+        parts.append(heading(inputs, task) + "\n\n".join(part for part in body if part))
     return "\n\n".join(parts)
+
+
+def _seed_spread_part(inputs: ReportInputs, w: Writer, task: str) -> str:
+    spread = task_table(inputs, "seed_spread", task, fit=None)
+    if spread is None or not spread["std"].notna().any():
+        return "No seed spread: every cell has fewer than two runs."
+    return w.figure(
+        F.spread_figure(spread, text.metric_name(inputs, task)),
+        f"{task}-seed-sd",
+        f"{task}: standard deviation over seeds of each cell, in points, with chi-square 95% intervals.",
+    )
+
+
+def _failure_rates_part(inputs: ReportInputs, w: Writer, task: str) -> str | None:
+    rates = task_table(inputs, "failure_rates", task, fit=None)
+    if rates is None:
+        return None
+    return w.figure(
+        F.failure_figure(rates),
+        f"{task}-failures",
+        f"{task}: share of failed runs per cell with Wilson 95% intervals ({int(rates['n_failed'].sum())} "
+        f"of {int(rates['n'].sum())} runs failed).",
+    )
+
+
+def _failure_summary_part(inputs: ReportInputs, w: Writer, task: str) -> str | None:
+    summary = task_table(inputs, "failure_summary", task, fit=None)
+    if summary is None or not len(summary):
+        return None
+    checkpoint = str(summary["checkpoint"].iloc[0])
+    names = {
+        "train_size": "train size",
+        "frozen_layers": "frozen",
+        "n": "runs",
+        "n_failed": "failed",
+        "p_fail": "P(fail)",
+        "ci_low": "CI low",
+        "ci_high": "CI high",
+        "mean_healthy": "mean, healthy runs",
+        "mean_all": "mean, all runs",
+    }
+    formats = {
+        "n": fmt_num(0),
+        "n_failed": fmt_num(0),
+        "p_fail": fmt_num(2),
+        "ci_low": fmt_num(2),
+        "ci_high": fmt_num(2),
+    }
+    return w.table(
+        present(summary, names, formats),
+        f"{task}-failure-summary",
+        f"{task}: failure in two parts. A run fails when the `{checkpoint}` checkpoint (the one the "
+        "analysed metric scores) is not shown to beat the majority class (one-sided exact binomial "
+        "test, 5%); P(fail) with a Wilson 95% interval, then the mean score of the healthy runs and of "
+        "all runs.",
+    )
+
+
+def _two_part_part(inputs: ReportInputs, w: Writer, task: str) -> str | None:
+    two_part = task_table(inputs, "two_part_contrasts", task, fit=None)
+    if two_part is None or not len(two_part):
+        return None
+    names = {
+        "train_size": "train size",
+        "frozen_layers": "frozen",
+        "estimate": "difference",
+        "ci_low": "CI low",
+        "ci_high": "CI high",
+        "healthy_difference": "difference, healthy",
+        "p_fail": "P(fail)",
+        "p_fail_reference": "P(fail), reference",
+    }
+    return w.table(
+        present(sorted_cells(two_part), names, {"p_fail": fmt_num(3), "p_fail_reference": fmt_num(3)}),
+        f"{task}-two-part",
+        f"{task}: the difference from the reference in expected score, failures included, in two parts: "
+        "P(fail) from a binomial GLMM with random frozen-level, train-size and cell intercepts (it "
+        "borrows the failure rate across cells, which the few runs of one cell cannot give), times the healthy "
+        "runs' mixed model. 95% intervals join the healthy part's t interval with the failure part's, "
+        "built from Wilson intervals of each P(fail), so they are not symmetric when a P(fail) is near "
+        "0 or 1.",
+    )
+
+
+def _spread_test_part(inputs: ReportInputs, w: Writer, task: str) -> str:
+    test = task_table(inputs, "spread_test", task, fit=None)
+    if test is None:
+        return f"No Brown–Forsythe test: {why_missing(inputs, task, 'spread_test')}."
+    names = {
+        "train_size": "train size",
+        "statistic": "F",
+        "df_between": "df1",
+        "df_within": "df2",
+        "p_val": "p",
+        "p_holm": "p (Holm)",
+        "n_groups": "levels",
+    }
+    return w.table(
+        present(test, names, {"df_between": fmt_num(0), "df_within": fmt_num(0), "n_groups": fmt_num(0)}),
+        f"{task}-brown-forsythe",
+        f"{task}: Brown–Forsythe test that the seed spread differs across frozen levels, per train size.",
+    )
 
 
 def _notes(inputs: ReportInputs) -> str:
