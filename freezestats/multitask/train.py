@@ -87,23 +87,8 @@ def fine_tune_group(
     shared_frozen = _frozen_for_some(model, group)
     autocast = _autocast(device, precision)
     cache = prefix_cache if prefix_cache is not None else PrefixCache()
-    prefixes = {
-        m.task.name: wire_prefix_cache(
-            model.classifier(m.task.name),
-            model.parts(m.task.name),
-            cache=cache,
-            model_name=model_name,
-            train=m.train,
-            validation=m.validation,
-            tokenizer=tokenizer,
-            device=device,
-            precision=precision,
-            training=training,
-            use_prefix_cache=use_prefix_cache,
-            autocast=autocast,
-        )
-        for m in members
-    }
+    wiring = dict(tokenizer=tokenizer, device=device, precision=precision, training=training, autocast=autocast)
+    prefixes = _task_prefixes(model, members, cache, model_name, use_prefix_cache, **wiring)
     batches = MixedBatches(
         {m.task.name: len(m.train) for m in members},
         training.batch_size,
@@ -114,21 +99,7 @@ def fine_tune_group(
     )
     schedule = Schedule.of_steps(batches.steps_per_epoch, training)
     evaluators = {m.task.name: _evaluator(model, m, prefixes[m.task.name], autocast, schedule) for m in members}
-    losses = {
-        m.task.name: TrainingSteps(
-            model.classifier(m.task.name),
-            model.parts(m.task.name),
-            m.train,
-            tokenizer,
-            training,
-            device,
-            precision,
-            m.task.is_regression,
-            prefixes[m.task.name],
-            autocast,
-        )
-        for m in members
-    }
+    losses = _task_losses(model, members, prefixes, **wiring)
     steps = GroupSteps(model, losses, training, precision, learning_rate, schedule, shared_frozen, group.frozen_for)
 
     def evaluate(step: int, last: Mapping[str, float]) -> None:
@@ -143,6 +114,59 @@ def fine_tune_group(
         outcome.extra.update(_group_record(group, name, steps.task_steps[name]))
         outcomes[name] = outcome
     return outcomes
+
+
+def _task_prefixes(
+    model: Any,
+    members: Sequence[GroupMember],
+    cache: PrefixCache,
+    model_name: str,
+    use_prefix_cache: bool,
+    **wiring: Any,
+) -> dict[str, Any]:
+    """Each task's frozen-prefix wiring on the shared encoder (the single-task runner's, per task head)."""
+    return {
+        m.task.name: wire_prefix_cache(
+            model.classifier(m.task.name),
+            model.parts(m.task.name),
+            cache=cache,
+            model_name=model_name,
+            train=m.train,
+            validation=m.validation,
+            use_prefix_cache=use_prefix_cache,
+            **wiring,
+        )
+        for m in members
+    }
+
+
+def _task_losses(
+    model: Any,
+    members: Sequence[GroupMember],
+    prefixes: Mapping[str, Any],
+    *,
+    tokenizer: Any,
+    device: Any,
+    precision: str,
+    training: TrainingSpec,
+    autocast: Any,
+) -> dict[str, TrainingSteps]:
+    """Each task's loss steps through its own head, as a single-task run computes them."""
+    return {
+        m.task.name: TrainingSteps(
+            model.classifier(m.task.name),
+            model.parts(m.task.name),
+            m.train,
+            tokenizer,
+            training,
+            device,
+            precision,
+            m.task.is_regression,
+            prefixes[m.task.name],
+            autocast,
+        )
+        for m in members
+    }
 
 
 def _set_up(
