@@ -209,37 +209,26 @@ def analyze(
     unknown = [t for t in tasks if t not in available]
     if unknown:
         raise ModelFitError(f"Task(s) {unknown} are not in the results table; it has {available}.")
-    result = Analysis(
-        settings={
-            "model": model,
-            "response": response,
-            "response_note": RESPONSE_NOTES[response],
-            "variance": variance if model == "mixed" else None,
-            "reference": reference,
-            "margin": margin,
-            "adjust": adjust,
-            "adjust_across": adjust_across,
-            "margins": {},
-            "delta": delta or margin or 0.02,
-            "tasks": tasks,
-            "n_runs": len(grid),
-            # rows set aside from the freeze model (stated beside n_runs, so "54 runs" is not read as the study)
-            "n_rows_bi": n_bi,
-            "n_rows_grouped": n_grouped,
-            "pooled": pooled,
-            "freezestats_version": __version__,
-        }
-    )
-    if n_bi:
-        result.warnings.append(
-            f"{n_bi} rows were trained with pair_encoding = 'bi': every analysis but the pair_encoding table (bi "
-            "minus cross, paired by seed) uses the cross-encoded runs."
-        )
-    if n_grouped:
-        result.warnings.append(
-            f"{n_grouped} rows were trained in task groups (trained_with): each task's freeze analysis uses its runs "
-            "trained alone, and the group rows are compared with those in the shared_encoder table."
-        )
+    settings = {
+        "model": model,
+        "response": response,
+        "response_note": RESPONSE_NOTES[response],
+        "variance": variance if model == "mixed" else None,
+        "reference": reference,
+        "margin": margin,
+        "adjust": adjust,
+        "adjust_across": adjust_across,
+        "margins": {},
+        "delta": delta or margin or 0.02,
+        "tasks": tasks,
+        "n_runs": len(grid),
+        # rows set aside from the freeze model (stated beside n_runs, so "54 runs" is not read as the study)
+        "n_rows_bi": n_bi,
+        "n_rows_grouped": n_grouped,
+        "pooled": pooled,
+        "freezestats_version": __version__,
+    }
+    result = Analysis(settings=settings, warnings=_set_aside_notes(n_bi, n_grouped))
     options = AnalysisOptions(
         model=model,
         response=response,
@@ -274,6 +263,22 @@ def analyze(
     if not any(name in result.tables for name in ("fixed_effects",)):
         raise ModelFitError("No model could be fitted: " + " | ".join(result.warnings))
     return result
+
+
+def _set_aside_notes(n_bi: int, n_grouped: int) -> list[str]:
+    """Warnings naming the rows the freeze model leaves to their own tables (bi-encoded, trained in groups)."""
+    notes = []
+    if n_bi:
+        notes.append(
+            f"{n_bi} rows were trained with pair_encoding = 'bi': every analysis but the pair_encoding table (bi "
+            "minus cross, paired by seed) uses the cross-encoded runs."
+        )
+    if n_grouped:
+        notes.append(
+            f"{n_grouped} rows were trained in task groups (trained_with): each task's freeze analysis uses its runs "
+            "trained alone, and the group rows are compared with those in the shared_encoder table."
+        )
+    return notes
 
 
 def _check_options(
