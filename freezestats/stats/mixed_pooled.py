@@ -156,6 +156,36 @@ def _fit_mixedlm(
     return last, last_name, notes, raw, reported
 
 
+def _free_components(components: list[str], variances: list[float], scale: float, warn_list: list[str]) -> list[bool]:
+    """Which variances are free (the residual always is, last): one at lme4's relative boundary is held at 0,
+    and ``warn_list`` says so in words."""
+    free = []
+    for name, var in zip(components, variances, strict=True):
+        rel = math.sqrt(var / scale) if scale > 0 else 0.0
+        free.append(rel >= _BOUNDARY_TOL)
+        if rel < _BOUNDARY_TOL:
+            warn_list.append(
+                f"boundary (singular) fit: the {name} variance is estimated at {var:.3g} (SD {rel:.2g} x the "
+                f"residual SD, below lme4's tolerance {_BOUNDARY_TOL:g}), so the data show no {name}-to-{name} "
+                "variation beyond the residual; the model is then the one without this component, and "
+                "intervals treat it as known to be 0."
+            )
+    return [*free, True]
+
+
+def _library_messages(reported: list[str], warn_list: list[str]) -> bool:
+    """statsmodels' own warnings into ``warn_list`` (its absolute boundary message is replaced by the relative
+    check of :func:`_free_components`; see FitDiagnostics.library_warnings); True when one says singular."""
+    singular = False
+    for message in reported:
+        if message.endswith(_SM_BOUNDARY_MESSAGE):
+            continue
+        if "singular" in message.lower() or "positive definite" in message.lower():
+            singular = True
+        warn_list.append(message)
+    return singular
+
+
 def _mixed_from_prepared(prepared: _Prepared, response: str, reml: bool) -> MixedFit:
     x = _design(prepared)
     y = prepared.frame[response].to_numpy(dtype=float)
@@ -179,28 +209,9 @@ def _mixed_from_prepared(prepared: _Prepared, response: str, reml: bool) -> Mixe
             "so intervals for cell means are wide (small Satterthwaite df) and the variance estimate itself is "
             "rough; contrasts within a train size, which cancel the seed effect, are not affected."
         )
-    boundary = False
-    free = []
-    for name, var in zip(components, variances, strict=True):
-        rel = math.sqrt(var / scale) if scale > 0 else 0.0
-        at_boundary = rel < _BOUNDARY_TOL
-        free.append(not at_boundary)
-        if at_boundary:
-            boundary = True
-            warn_list.append(
-                f"boundary (singular) fit: the {name} variance is estimated at {var:.3g} (SD {rel:.2g} x the "
-                f"residual SD, below lme4's tolerance {_BOUNDARY_TOL:g}), so the data show no {name}-to-{name} "
-                "variation beyond the residual; the model is then the one without this component, and "
-                "intervals treat it as known to be 0."
-            )
-    free.append(True)
-    singular = False
-    for message in reported:
-        if message.endswith(_SM_BOUNDARY_MESSAGE):
-            continue  # replaced by the relative check above (see FitDiagnostics.library_warnings)
-        if "singular" in message.lower() or "positive definite" in message.lower():
-            singular = True
-        warn_list.append(message)
+    free = _free_components(components, variances, scale, warn_list)
+    boundary = not all(free[:-1])
+    singular = _library_messages(reported, warn_list)
 
     vc_names = [*components, "residual"]
     vc_values = [*variances, scale]
