@@ -84,6 +84,28 @@ def _clear_output(output: Path) -> None:
             target.unlink()
 
 
+def _stage_progress(console: Console, show: bool) -> Progress:
+    """One bar per stage (analysis, figures, each rendering), kept on screen afterwards."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not show,
+        transient=False,
+    )
+
+
+def _fresh_output(output: Path, overwrite: bool) -> None:
+    """An empty output folder: refused if it holds files and ``overwrite`` is off, emptied if it is on."""
+    _check_output(output, overwrite)
+    if output.is_dir():
+        _clear_output(output)
+    output.mkdir(parents=True, exist_ok=True)
+
+
 def build_report(
     output: str | Path,
     *,
@@ -120,16 +142,7 @@ def build_report(
     wanted = _parse_formats(formats)
     _check_output(output, overwrite)  # before any work is done
     timings: dict[str, float] = {}
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not show_progress,
-        transient=False,
-    )
+    progress = _stage_progress(console, show_progress)
     with progress:
         stage = progress.add_task("analysis" if analysis_dir is None else "reading the analysis", total=1)
         start = time.perf_counter()
@@ -149,10 +162,7 @@ def build_report(
         progress.update(stage, completed=1)
         timings["analysis"] = time.perf_counter() - start
 
-        _check_output(output, overwrite)  # again: the analysis took a while
-        if output.is_dir():
-            _clear_output(output)
-        output.mkdir(parents=True, exist_ok=True)
+        _fresh_output(output, overwrite)  # checked again: the analysis took a while
         if inputs.ran_analysis:
             write_analysis(inputs.analysis, output / "analysis", results=inputs.runs, study=inputs.study)
         n_tasks = len(inputs.analysis.settings.get("tasks", []))
