@@ -22,94 +22,107 @@ __all__ = ["appendix", "md_escape", "model_section", "p_text", "term_label"]
 
 
 def model_section(inputs: ReportInputs, w: Writer) -> str:
+    """The model's assumptions, then per task its fixed effects, variances, fit diagnostics and the OLS check."""
     settings = inputs.analysis.settings
     parts = [text.model_assumptions(settings)]
     for task in settings["tasks"]:
-        head = f"### {task}\n\n"
-        body = []
-        fixed = task_table(inputs, "fixed_effects", task)
-        if fixed is not None:
-            stat = [c for c in ("z", "t") if c in fixed.columns]
-            body.append(
-                w.table(
-                    present(
-                        fixed,
-                        {
-                            "term": "term",
-                            "estimate": "estimate",
-                            "se": "SE",
-                            "ci_low": "CI low",
-                            "ci_high": "CI high",
-                            **{c: c for c in stat},
-                            "p_val": "p",
-                        },
-                        {"term": term_label},
-                    ),
-                    f"{task}-fixed-effects",
-                    f"{task}: fixed effects of the {settings['model']} model (all runs).",
-                )
-            )
-        components = task_table(inputs, "variance_components", task)
-        if components is not None:
-            body.append(
-                w.table(
-                    present(
-                        components,
-                        {"component": "component", "variance": "variance", "sd": "SD"},
-                        {"component": str, "variance": fmt_num(6), "sd": fmt_num(4)},
-                    ),
-                    f"{task}-variance-components",
-                    f"{task}: variance components (all runs).",
-                )
-            )
-        diagnostics = task_table(inputs, "diagnostics", task, fit=None)
-        if diagnostics is not None:
-            for row in diagnostics.to_dict("records"):
-                flags = [name for name in ("boundary", "singular") if bool(row.get(name))]
-                body.append(
-                    f"**Fit `{row.get('fit')}`:** {row.get('method', '')} via {row.get('optimizer', '')}, "
-                    f"{int(row.get('n_obs') or 0)} runs, {'converged' if row.get('converged') else '**not converged**'}"
-                    + (f", **{' and '.join(flags)} fit**" if flags else "")
-                    + (f", seed ICC {row['icc_seed']:.2f}" if pd.notna(row.get("icc_seed")) else "")
-                    + "."
-                )
-        ols = inputs.ols_contrasts
-        model_contrasts = task_table(inputs, "contrasts", task)
-        if ols is not None and (ols["task"] == task).any() and model_contrasts is not None:
-            merged = sorted_cells(
-                model_contrasts.merge(
-                    ols[ols["task"] == task], on=["train_size", "frozen_layers"], suffixes=("", "_ols")
-                )
-            )
-            body.append(
-                w.table(
-                    present(
-                        merged,
-                        {
-                            "train_size": "train size",
-                            "frozen_layers": "frozen",
-                            "estimate": f"{settings['model']}",
-                            "ci_low": "CI low",
-                            "ci_high": "CI high",
-                            "estimate_ols": "OLS",
-                            "ci_low_ols": "OLS CI low",
-                            "ci_high_ols": "OLS CI high",
-                        },
-                    ),
-                    f"{task}-ols-check",
-                    f"{task}: cross-check of the contrasts: the {settings['model']} model beside OLS with "
-                    "seed-clustered standard errors.",
-                )
-            )
-        elif settings.get("model") != "ols":
-            body.append("No OLS cross-check: it needs the single runs (give --storage or --results).")
-        parts.append(head + "\n\n".join(body))
+        body = [
+            _fixed_effects_part(inputs, w, task),
+            _variance_components_part(inputs, w, task),
+            *_diagnostics_lines(inputs, task),
+            _ols_check_part(inputs, w, task),
+        ]
+        parts.append(f"### {task}\n\n" + "\n\n".join(part for part in body if part))
     warnings = inputs.analysis.warnings
     if warnings:
         parts.append("### Warnings from the analysis\n\n" + "\n".join(f"- {md_escape(x)}" for x in warnings))
     else:
         parts.append("The analysis raised no warnings.")
     return "\n\n".join(parts)
+
+
+def _fixed_effects_part(inputs: ReportInputs, w: Writer, task: str) -> str | None:
+    fixed = task_table(inputs, "fixed_effects", task)
+    if fixed is None:
+        return None
+    stat = [c for c in ("z", "t") if c in fixed.columns]
+    names = {
+        "term": "term",
+        "estimate": "estimate",
+        "se": "SE",
+        "ci_low": "CI low",
+        "ci_high": "CI high",
+        **{c: c for c in stat},
+        "p_val": "p",
+    }
+    return w.table(
+        present(fixed, names, {"term": term_label}),
+        f"{task}-fixed-effects",
+        f"{task}: fixed effects of the {inputs.analysis.settings['model']} model (all runs).",
+    )
+
+
+def _variance_components_part(inputs: ReportInputs, w: Writer, task: str) -> str | None:
+    components = task_table(inputs, "variance_components", task)
+    if components is None:
+        return None
+    return w.table(
+        present(
+            components,
+            {"component": "component", "variance": "variance", "sd": "SD"},
+            {"component": str, "variance": fmt_num(6), "sd": fmt_num(4)},
+        ),
+        f"{task}-variance-components",
+        f"{task}: variance components (all runs).",
+    )
+
+
+def _diagnostics_lines(inputs: ReportInputs, task: str) -> list[str]:
+    """One line per fit: method, optimiser, runs, convergence, boundary or singular, the seed ICC."""
+    diagnostics = task_table(inputs, "diagnostics", task, fit=None)
+    if diagnostics is None:
+        return []
+    lines = []
+    for row in diagnostics.to_dict("records"):
+        flags = [name for name in ("boundary", "singular") if bool(row.get(name))]
+        lines.append(
+            f"**Fit `{row.get('fit')}`:** {row.get('method', '')} via {row.get('optimizer', '')}, "
+            f"{int(row.get('n_obs') or 0)} runs, {'converged' if row.get('converged') else '**not converged**'}"
+            + (f", **{' and '.join(flags)} fit**" if flags else "")
+            + (f", seed ICC {row['icc_seed']:.2f}" if pd.notna(row.get("icc_seed")) else "")
+            + "."
+        )
+    return lines
+
+
+def _ols_check_part(inputs: ReportInputs, w: Writer, task: str) -> str | None:
+    """The model's contrasts beside OLS with seed-clustered SEs, when the single runs are at hand."""
+    settings = inputs.analysis.settings
+    ols = inputs.ols_contrasts
+    model_contrasts = task_table(inputs, "contrasts", task)
+    if ols is None or not (ols["task"] == task).any() or model_contrasts is None:
+        if settings.get("model") != "ols":
+            return "No OLS cross-check: it needs the single runs (give --storage or --results)."
+        return None
+    merged = sorted_cells(
+        model_contrasts.merge(ols[ols["task"] == task], on=["train_size", "frozen_layers"], suffixes=("", "_ols"))
+    )
+    names = {
+        "train_size": "train size",
+        "frozen_layers": "frozen",
+        "estimate": f"{settings['model']}",
+        "ci_low": "CI low",
+        "ci_high": "CI high",
+        "estimate_ols": "OLS",
+        "ci_low_ols": "OLS CI low",
+        "ci_high_ols": "OLS CI high",
+    }
+    return w.table(
+        present(merged, names),
+        f"{task}-ols-check",
+        f"{task}: cross-check of the contrasts: the {settings['model']} model beside OLS with "
+        "seed-clustered standard errors.",
+    )
 
 
 def p_text(value: object) -> str:
