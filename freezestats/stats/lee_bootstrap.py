@@ -45,6 +45,22 @@ def _bootstrap(
     caller: str,
 ) -> _Bootstrap:
     """Validate, then compute cell means and their replicate-bootstrap distribution."""
+    unit = [unit] if isinstance(unit, str) else list(unit)
+    frame, name, n_layers = _checked_runs(data, response, task, reference, relative_to, n_boot, unit, caller)
+    return _resample(frame, name, n_layers, response, reference, relative_to, n_boot, rng, unit, caller)
+
+
+def _checked_runs(
+    data: pd.DataFrame,
+    response: str,
+    task: str | None,
+    reference: int,
+    relative_to: str,
+    n_boot: int,
+    unit: Sequence[str],
+    caller: str,
+) -> tuple[pd.DataFrame, str, int]:
+    """The task's runs, with every option checked and named in one line when wrong; the task and its depth."""
     if relative_to not in ("zero", "majority"):
         raise ModelFitError(
             f"{caller}: `relative_to` must be 'zero' (Lee et al.'s ratio) or 'majority' (improvement over the "
@@ -52,7 +68,6 @@ def _bootstrap(
         )
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
         raise ModelFitError(f"{caller}: `n_boot` must be an integer >= 1, but got n_boot={n_boot!r}; 2000 is usual.")
-    unit = [unit] if isinstance(unit, str) else list(unit)
     if not unit:
         raise ModelFitError(f"{caller}: `unit` must name at least one column, e.g. ('subset_draw', 'seed').")
     extra = ["majority_baseline"] if relative_to == "majority" else []
@@ -89,7 +104,22 @@ def _bootstrap(
                 f"{caller}: relative_to='majority' needs `majority_baseline` for every run, but "
                 f"{int(frame['majority_baseline'].isna().sum())} are missing; use relative_to='zero'."
             )
+    return frame, name, int(layers[0])
 
+
+def _resample(
+    frame: pd.DataFrame,
+    name: str,
+    n_layers: int,
+    response: str,
+    reference: int,
+    relative_to: str,
+    n_boot: int,
+    rng: int | np.random.Generator | None,
+    unit: Sequence[str],
+    caller: str,
+) -> _Bootstrap:
+    """Cell means and their bootstrap over replicate units (multinomial weights on per-unit sums)."""
     keys = frame[unit].astype(str).agg("|".join, axis=1)
     units = pd.Index(sorted(keys.unique()))
     if units.size < 2:
@@ -100,7 +130,7 @@ def _bootstrap(
     cell_keys = ["train_size", "frozen_layers"]
     cells = frame.groupby(cell_keys, sort=True).size().rename("n").reset_index()
     cells.insert(0, "task", name)
-    cells["trainable_layers"] = trainable_layers(cells["frozen_layers"], np.full(len(cells), int(layers[0])))
+    cells["trainable_layers"] = trainable_layers(cells["frozen_layers"], np.full(len(cells), n_layers))
     cells["n"] = cells["n"].astype(np.int64)
     position = pd.MultiIndex.from_frame(cells[cell_keys])
     col = position.get_indexer(pd.MultiIndex.from_frame(frame[cell_keys]))
