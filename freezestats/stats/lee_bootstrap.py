@@ -45,22 +45,6 @@ def _bootstrap(
     caller: str,
 ) -> _Bootstrap:
     """Validate, then compute cell means and their replicate-bootstrap distribution."""
-    unit = [unit] if isinstance(unit, str) else list(unit)
-    frame, name, n_layers = _checked_runs(data, response, task, reference, relative_to, n_boot, unit, caller)
-    return _resample(frame, name, n_layers, response, reference, relative_to, n_boot, rng, unit, caller)
-
-
-def _checked_runs(
-    data: pd.DataFrame,
-    response: str,
-    task: str | None,
-    reference: int,
-    relative_to: str,
-    n_boot: int,
-    unit: Sequence[str],
-    caller: str,
-) -> tuple[pd.DataFrame, str, int]:
-    """The task's runs, with every option checked and named in one line when wrong; the task and its depth."""
     if relative_to not in ("zero", "majority"):
         raise ModelFitError(
             f"{caller}: `relative_to` must be 'zero' (Lee et al.'s ratio) or 'majority' (improvement over the "
@@ -68,9 +52,31 @@ def _checked_runs(
         )
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
         raise ModelFitError(f"{caller}: `n_boot` must be an integer >= 1, but got n_boot={n_boot!r}; 2000 is usual.")
+    unit = [unit] if isinstance(unit, str) else list(unit)
     if not unit:
         raise ModelFitError(f"{caller}: `unit` must name at least one column, e.g. ('subset_draw', 'seed').")
-    extra = ["majority_baseline"] if relative_to == "majority" else []
+    request = _Request(response, reference, relative_to == "majority", int(n_boot), rng, unit, caller)
+    frame, name, n_layers = _checked_runs(data, task, request)
+    return _resample(frame, name, n_layers, request)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What the resampling needs of the caller's options, once they are checked."""
+
+    response: str
+    reference: int
+    over_majority: bool  # relative_to == "majority"
+    n_boot: int
+    rng: int | np.random.Generator | None
+    unit: list[str]
+    caller: str
+
+
+def _checked_runs(data: pd.DataFrame, task: str | None, request: _Request) -> tuple[pd.DataFrame, str, int]:
+    """The task's runs, each problem with them named in one line; the task and its number of layers."""
+    response, reference, unit, caller = request.response, request.reference, request.unit, request.caller
+    extra = ["majority_baseline"] if request.over_majority else []
     frame = prepare(
         data,
         columns=["task", "train_size", "frozen_layers", "n_layers", *unit, *extra],
@@ -97,7 +103,7 @@ def _checked_runs(
             f"{caller}: every training size needs runs of the reference depth frozen_layers={reference}, but "
             f"train_size {missing} has none (depths present: {levels}); pass reference= one of them."
         )
-    if relative_to == "majority":
+    if request.over_majority:
         frame["majority_baseline"] = pd.to_numeric(frame["majority_baseline"], errors="coerce")
         if frame["majority_baseline"].isna().any():
             raise ModelFitError(
@@ -107,19 +113,11 @@ def _checked_runs(
     return frame, name, int(layers[0])
 
 
-def _resample(
-    frame: pd.DataFrame,
-    name: str,
-    n_layers: int,
-    response: str,
-    reference: int,
-    relative_to: str,
-    n_boot: int,
-    rng: int | np.random.Generator | None,
-    unit: Sequence[str],
-    caller: str,
-) -> _Bootstrap:
+def _resample(frame: pd.DataFrame, name: str, n_layers: int, request: _Request) -> _Bootstrap:
     """Cell means and their bootstrap over replicate units (multinomial weights on per-unit sums)."""
+    response, reference, n_boot, unit, caller = (
+        request.response, request.reference, request.n_boot, request.unit, request.caller
+    )  # fmt: skip
     keys = frame[unit].astype(str).agg("|".join, axis=1)
     units = pd.Index(sorted(keys.unique()))
     if units.size < 2:
@@ -140,7 +138,7 @@ def _resample(
     np.add.at(sums, (row, col), frame[response].to_numpy(dtype=float))
     np.add.at(counts, (row, col), 1.0)
 
-    generator = np.random.default_rng(rng)
+    generator = np.random.default_rng(request.rng)
     weights = generator.multinomial(units.size, np.full(units.size, 1.0 / units.size), size=int(n_boot)).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         replicates = (weights @ sums) / (weights @ counts)
@@ -153,7 +151,7 @@ def _resample(
     for size, index in sizes.items():
         ref = index[cells["frozen_layers"].to_numpy()[index] == reference][0]
         reference_index[index] = ref
-        if relative_to == "majority":
+        if request.over_majority:
             baseline[index] = float(frame.loc[frame["train_size"] == size, "majority_baseline"].mean())
     return _Bootstrap(name, cells, sizes, reference_index, baseline, point, replicates, int(n_boot))
 

@@ -9,6 +9,7 @@ estimates with the truth.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -223,91 +224,71 @@ def simulate_results(
     >>> table.shape[0], sorted(table["frozen_layers"].unique()) == [-1, 0, 2, 4, 8, 10, 12]
     (175, True)
     """
-    _check_simulation(
-        seeds, subset_draws, n_eval, seed_sd, subset_sd, seed_size_sd, order_seeds, order_sd, order_size_sd, fail_rate
-    )
+    draws = _Draws(
+        seeds=seeds, subset_draws=subset_draws, n_eval=n_eval, seed_sd=seed_sd, subset_sd=subset_sd,
+        seed_size_sd=seed_size_sd, order_seeds=order_seeds, order_sd=order_sd, order_size_sd=order_size_sd,
+        fail_rate=fail_rate, resid_sd=resid_sd, majority_baseline=majority_baseline,
+    )  # fmt: skip
     gen = np.random.default_rng(rng)
     truth = true_cell_means(effects, tasks=tasks, frozen_levels=frozen_levels, train_sizes=train_sizes)
-    frames = [
-        _simulate_task(
-            task,
-            cells,
-            gen,
-            seeds=seeds,
-            subset_draws=subset_draws,
-            seed_sd=seed_sd,
-            subset_sd=subset_sd,
-            seed_size_sd=seed_size_sd,
-            order_seeds=order_seeds,
-            order_sd=order_sd,
-            order_size_sd=order_size_sd,
-            resid_sd=resid_sd,
-            fail_rate=fail_rate,
-            majority_baseline=majority_baseline,
-            n_eval=n_eval,
-        )
-        for task, cells in truth.groupby("task", sort=False)
-    ]
+    frames = [_simulate_task(task, cells, gen, draws) for task, cells in truth.groupby("task", sort=False)]
     return _as_results_table(frames, order_seeds is None, frozen_levels)
 
 
-def _check_simulation(
-    seeds: int,
-    subset_draws: int,
-    n_eval: int,
-    seed_sd: float,
-    subset_sd: float,
-    seed_size_sd: float,
-    order_seeds: int | None,
-    order_sd: float,
-    order_size_sd: float,
-    fail_rate: float,
-) -> None:
-    """simulate_results' arguments, each refused in one line when out of range."""
-    if seeds < 1 or subset_draws < 1 or n_eval < 1:
-        raise ValueError(
-            f"`seeds`, `subset_draws` and `n_eval` must be >= 1, but got {seeds=}, {subset_draws=}, {n_eval=}."
+@dataclass(frozen=True)
+class _Draws:
+    """simulate_results' generating settings, each refused in one line when out of range."""
+
+    seeds: int
+    subset_draws: int
+    n_eval: int
+    seed_sd: float
+    subset_sd: float
+    seed_size_sd: float
+    order_seeds: int | None
+    order_sd: float
+    order_size_sd: float
+    fail_rate: float
+    resid_sd: float | Mapping[int, float] | pd.DataFrame
+    majority_baseline: float | None
+
+    def __post_init__(self) -> None:
+        seeds, subset_draws, n_eval = self.seeds, self.subset_draws, self.n_eval
+        seed_sd, subset_sd, seed_size_sd = self.seed_sd, self.subset_sd, self.seed_size_sd
+        order_seeds, order_sd, order_size_sd, fail_rate = (
+            self.order_seeds,
+            self.order_sd,
+            self.order_size_sd,
+            self.fail_rate,
         )
-    if min(seed_sd, subset_sd, seed_size_sd) < 0:
-        raise ValueError(f"standard deviations must be >= 0, but got {seed_sd=}, {subset_sd=}, {seed_size_sd=}.")
-    if order_seeds is None:
-        if order_sd != 0 or order_size_sd != 0:
+        if seeds < 1 or subset_draws < 1 or n_eval < 1:
             raise ValueError(
-                f"`order_sd` and `order_size_sd` need `order_seeds` (the data order has no seeds of its own "
-                f"without it), but got {order_sd=}, {order_size_sd=} and order_seeds=None."
+                f"`seeds`, `subset_draws` and `n_eval` must be >= 1, but got {seeds=}, {subset_draws=}, {n_eval=}."
             )
-    elif isinstance(order_seeds, bool) or not isinstance(order_seeds, (int, np.integer)) or order_seeds < 1:
-        raise ValueError(f"`order_seeds` must be None or an integer >= 1, but got {order_seeds=}.")
-    if min(order_sd, order_size_sd) < 0:
-        raise ValueError(f"standard deviations must be >= 0, but got {order_sd=}, {order_size_sd=}.")
-    if not 0 <= fail_rate <= 1:
-        raise ValueError(f"`fail_rate` must be in [0, 1], but got {fail_rate=}.")
+        if min(seed_sd, subset_sd, seed_size_sd) < 0:
+            raise ValueError(f"standard deviations must be >= 0, but got {seed_sd=}, {subset_sd=}, {seed_size_sd=}.")
+        if order_seeds is None:
+            if order_sd != 0 or order_size_sd != 0:
+                raise ValueError(
+                    f"`order_sd` and `order_size_sd` need `order_seeds` (the data order has no seeds of its own "
+                    f"without it), but got {order_sd=}, {order_size_sd=} and order_seeds=None."
+                )
+        elif isinstance(order_seeds, bool) or not isinstance(order_seeds, (int, np.integer)) or order_seeds < 1:
+            raise ValueError(f"`order_seeds` must be None or an integer >= 1, but got {order_seeds=}.")
+        if min(order_sd, order_size_sd) < 0:
+            raise ValueError(f"standard deviations must be >= 0, but got {order_sd=}, {order_size_sd=}.")
+        if not 0 <= fail_rate <= 1:
+            raise ValueError(f"`fail_rate` must be in [0, 1], but got {fail_rate=}.")
 
 
-def _simulate_task(
-    task: object,
-    cells: pd.DataFrame,
-    gen: np.random.Generator,
-    *,
-    seeds: int,
-    subset_draws: int,
-    seed_sd: float,
-    subset_sd: float,
-    seed_size_sd: float,
-    order_seeds: int | None,
-    order_sd: float,
-    order_size_sd: float,
-    resid_sd: float | Mapping[int, float] | pd.DataFrame,
-    fail_rate: float,
-    majority_baseline: float | None,
-    n_eval: int,
-) -> pd.DataFrame:
+def _simulate_task(task: object, cells: pd.DataFrame, gen: np.random.Generator, draws: _Draws) -> pd.DataFrame:
     """One task's runs, drawn from ``gen`` in the order simulate_results always drew them (seeded tables stay
     the same): seed, subset-draw, seed x size and order effects, then the three responses and failures."""
+    seeds, subset_draws, n_eval, order_seeds = draws.seeds, draws.subset_draws, draws.n_eval, draws.order_seeds
     seed_ids = np.arange(1, seeds + 1)
     draw_ids = np.arange(subset_draws)
-    u = gen.normal(0.0, seed_sd, size=seeds)
-    v = gen.normal(0.0, subset_sd, size=subset_draws)
+    u = gen.normal(0.0, draws.seed_sd, size=seeds)
+    v = gen.normal(0.0, draws.subset_sd, size=subset_draws)
     runs = cells.merge(pd.DataFrame({"subset_draw": draw_ids}), how="cross").merge(
         pd.DataFrame({"seed": seed_ids}), how="cross"
     )
@@ -316,19 +297,19 @@ def _simulate_task(
     n = len(runs)
     eta = runs["true_mean"].to_numpy() + u[runs["seed"].to_numpy() - 1] + v[runs["subset_draw"].to_numpy()]
     size_codes, _ = pd.factorize(runs["train_size"], sort=True)
-    if seed_size_sd > 0:  # drawn only when used, so tables simulated before this option are unchanged
-        w = gen.normal(0.0, seed_size_sd, size=(seeds, size_codes.max() + 1))
+    if draws.seed_size_sd > 0:  # drawn only when used, so tables simulated before this option are unchanged
+        w = gen.normal(0.0, draws.seed_size_sd, size=(seeds, size_codes.max() + 1))
         eta = eta + w[runs["seed"].to_numpy() - 1, size_codes]
     if order_seeds is not None:  # likewise: nothing is drawn for a table that does not cross order seeds
         order_codes = runs["order_seed"].to_numpy() - 1
-        eta = eta + gen.normal(0.0, order_sd, size=order_seeds)[order_codes]
-        if order_size_sd > 0:
-            x = gen.normal(0.0, order_size_sd, size=(order_seeds, size_codes.max() + 1))
+        eta = eta + gen.normal(0.0, draws.order_sd, size=order_seeds)[order_codes]
+        if draws.order_size_sd > 0:
+            x = gen.normal(0.0, draws.order_size_sd, size=(order_seeds, size_codes.max() + 1))
             eta = eta + x[order_codes, size_codes]
-    sd = _run_sds(runs.assign(task=task), resid_sd)
+    sd = _run_sds(runs.assign(task=task), draws.resid_sd)
     best, final, heldout = (np.clip(eta + sd * gen.standard_normal(n), 0.0, 1.0) for _ in range(3))
-    baseline = _MAJORITY_BASELINE.get(str(task), 0.5) if majority_baseline is None else majority_baseline
-    failed = gen.random(n) < fail_rate
+    baseline = _MAJORITY_BASELINE.get(str(task), 0.5) if draws.majority_baseline is None else draws.majority_baseline
+    failed = gen.random(n) < draws.fail_rate
     best, final, heldout = (np.where(failed, baseline, x) for x in (best, final, heldout))
     n_correct = np.rint(final * n_eval).astype(int)
     n_half = n_eval - n_eval // 2  # the score half of the validation set, which heldout is measured on
