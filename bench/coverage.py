@@ -41,6 +41,10 @@ from freezestats.stats.failures import flag_failures
 from freezestats.stats.simulate import blog_run_sds
 from freezestats.stats.two_part import failures_within_cells, two_part_contrasts
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/flops.py, also when imported from elsewhere
+
+import flops  # the CPU's name, as every bench gives it
+
 METHODS = ("per_size", "per_cell", "pooled", "paired", "two_part", "two_part_cell", "two_part_cell_firth", "auto")
 DEFAULT_METHODS = ("per_size", "pooled", "paired")  # per_cell: ~1 s a fit with 35 variances; opt in
 FAIL_RATE = {"a": 0.0, "b": 0.05}
@@ -127,20 +131,9 @@ def result_record(n_studies: int, started: float, errors: dict, rows: list[dict]
 
     Shared with bench/coverage_shared_encoder.py, so both benches' JSON files read the same way.
     """
-    machine = f"{platform.node()}: {cpu_name()}, python {sys.version.split()[0]}"
+    machine = f"{platform.node()}: {flops.cpu_name()}, python {sys.version.split()[0]}"
     seconds = time.perf_counter() - started
     return {"machine": machine, "n_studies": n_studies, "seconds": seconds, "errors": errors, **extra, "rows": rows}
-
-
-def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo (platform.processor() is empty on Linux), else the platform's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def report(result: dict) -> str:

@@ -156,14 +156,8 @@ def per_token_table(dims: Dims, frozen_levels: Iterable[int], length: float) -> 
 # -- the machine --------------------------------------------------------------------------------------
 
 
-def cpu_description() -> dict:
-    """The CPU's name (``/proc/cpuinfo``, else ``platform``), its bf16 instructions and torch's threads."""
-    import platform
-
-    import torch
-
-    from freezestats.training import cpu_has_native_bf16
-
+def _first_cpu_info() -> dict[str, str]:
+    """The first processor's block of ``/proc/cpuinfo`` (empty where there is none)."""
     info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as handle:
@@ -174,10 +168,30 @@ def cpu_description() -> dict:
                 info[key.strip()] = value.strip()
     except OSError:
         pass
-    flags = set(info.get("flags", "").split())
+    return info
+
+
+def cpu_name(info: dict[str, str] | None = None) -> str:
+    """The CPU's model name with its family and model (``/proc/cpuinfo``; ``platform`` where that is missing,
+    whose ``processor()`` is empty on Linux). Needs no torch, so the statistics benches name their CPU too."""
+    import platform
+
+    info = _first_cpu_info() if info is None else info
     name = info.get("model name") or platform.processor() or platform.machine()
     if "cpu family" in info:
         name += f" (family {info['cpu family']}, model {info.get('model', '?')})"
+    return name
+
+
+def cpu_description() -> dict:
+    """The CPU's name (``/proc/cpuinfo``, else ``platform``), its bf16 instructions and torch's threads."""
+    import torch
+
+    from freezestats.training import cpu_has_native_bf16
+
+    info = _first_cpu_info()
+    flags = set(info.get("flags", "").split())
+    name = cpu_name(info)
     return {
         "name": name,
         "logical_cpus": os.cpu_count(),
