@@ -87,8 +87,23 @@ def fine_tune_group(
     shared_frozen = _frozen_for_some(model, group)
     autocast = _autocast(device, precision)
     cache = prefix_cache if prefix_cache is not None else PrefixCache()
-    wiring = dict(tokenizer=tokenizer, device=device, precision=precision, training=training, autocast=autocast)
-    prefixes = _task_prefixes(model, members, cache, model_name, use_prefix_cache, **wiring)
+    prefixes = {
+        m.task.name: wire_prefix_cache(
+            model.classifier(m.task.name),
+            model.parts(m.task.name),
+            cache=cache,
+            model_name=model_name,
+            train=m.train,
+            validation=m.validation,
+            tokenizer=tokenizer,
+            device=device,
+            precision=precision,
+            training=training,
+            use_prefix_cache=use_prefix_cache,
+            autocast=autocast,
+        )
+        for m in members
+    }
     batches = MixedBatches(
         {m.task.name: len(m.train) for m in members},
         training.batch_size,
@@ -99,60 +114,7 @@ def fine_tune_group(
     )
     schedule = Schedule.of_steps(batches.steps_per_epoch, training)
     evaluators = {m.task.name: _evaluator(model, m, prefixes[m.task.name], autocast, schedule) for m in members}
-    losses = _task_losses(model, members, prefixes, **wiring)
-    steps = GroupSteps(model, losses, training, precision, learning_rate, schedule, shared_frozen, group.frozen_for)
-
-    def evaluate(step: int, last: Mapping[str, float]) -> None:
-        for name, evaluator in evaluators.items():
-            evaluator(step, last_loss(last, name))
-
-    n_steps, last = steps.run(iter(batches), evaluate, on_step)
-    measured = meter.read(device)
-    outcomes = {}
-    for name, evaluator in evaluators.items():
-        outcome = _outcome(evaluator, measured, prefixes[name], n_steps, last_loss(last, name), precision)
-        outcome.extra.update(_group_record(group, name, steps.task_steps[name]))
-        outcomes[name] = outcome
-    return outcomes
-
-
-def _task_prefixes(
-    model: Any,
-    members: Sequence[GroupMember],
-    cache: PrefixCache,
-    model_name: str,
-    use_prefix_cache: bool,
-    **wiring: Any,
-) -> dict[str, Any]:
-    """Each task's frozen-prefix wiring on the shared encoder (the single-task runner's, per task head)."""
-    return {
-        m.task.name: wire_prefix_cache(
-            model.classifier(m.task.name),
-            model.parts(m.task.name),
-            cache=cache,
-            model_name=model_name,
-            train=m.train,
-            validation=m.validation,
-            use_prefix_cache=use_prefix_cache,
-            **wiring,
-        )
-        for m in members
-    }
-
-
-def _task_losses(
-    model: Any,
-    members: Sequence[GroupMember],
-    prefixes: Mapping[str, Any],
-    *,
-    tokenizer: Any,
-    device: Any,
-    precision: str,
-    training: TrainingSpec,
-    autocast: Any,
-) -> dict[str, TrainingSteps]:
-    """Each task's loss steps through its own head, as a single-task run computes them."""
-    return {
+    losses = {
         m.task.name: TrainingSteps(
             model.classifier(m.task.name),
             model.parts(m.task.name),
@@ -167,6 +129,20 @@ def _task_losses(
         )
         for m in members
     }
+    steps = GroupSteps(model, losses, training, precision, learning_rate, schedule, shared_frozen, group.frozen_for)
+
+    def evaluate(step: int, last: Mapping[str, float]) -> None:
+        for name, evaluator in evaluators.items():
+            evaluator(step, last_loss(last, name))
+
+    n_steps, last = steps.run(iter(batches), evaluate, on_step)
+    measured = meter.read(device)
+    outcomes = {}
+    for name, evaluator in evaluators.items():
+        outcome = _outcome(evaluator, measured, prefixes[name], n_steps, last_loss(last, name), precision)
+        outcome.extra.update(_group_record(group, name, steps.task_steps[name]))
+        outcomes[name] = outcome
+    return outcomes
 
 
 def _set_up(
