@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from freezestats.report import figures as F
 from freezestats.report import text
 from freezestats.report.inputs import ReportInputs
-from freezestats.report.tables import fmt_num, present, sorted_cells
+from freezestats.report.tables import count_range, fmt_num, present, sorted_cells
 
 if TYPE_CHECKING:
     pass
@@ -94,8 +94,7 @@ def _seeds_a_cell(inputs: ReportInputs, task: str) -> str:
     cells = task_table(inputs, "cell_summary", task, fit=None)
     if cells is None or "n" not in cells.columns:
         return "the seeds"
-    lo, hi = int(cells["n"].min()), int(cells["n"].max())
-    return f"{lo} seeds" if lo == hi else f"{lo}–{hi} seeds"
+    return count_range(cells["n"], "seeds")
 
 
 def compute_section(inputs: ReportInputs, w: Writer) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from freezestats.report.figures import frozen_label, frozen_order
 
-__all__ = ["blog_table", "fmt_num", "fmt_p", "markdown", "present", "sorted_cells"]
+__all__ = ["blog_table", "count_range", "fmt_num", "fmt_p", "markdown", "present", "sorted_cells"]
 
 Formatter = Callable[[object], str]
 
@@ -35,6 +35,12 @@ def fmt_num(digits: int = 3) -> Formatter:
             return str(value)
 
     return fmt
+
+
+def count_range(counts: pd.Series, noun: str) -> str:
+    """How many ``noun`` the cells have: "3 seeds", or "3–5 seeds" where a study is unbalanced."""
+    lo, hi = int(counts.min()), int(counts.max())
+    return f"{lo} {noun}" if lo == hi else f"{lo}–{hi} {noun}"
 
 
 def fmt_p(value: object) -> str:

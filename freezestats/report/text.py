@@ -19,6 +19,7 @@ from freezestats.report.figures import frozen_label, frozen_order
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.pair_encoding import pair_encoding_methods
 from freezestats.report.shared_encoder import group_methods
+from freezestats.report.tables import count_range
 
 __all__ = ["answer", "colophon", "frozen_dropout", "methods", "metric_name", "n_layers"]
 
@@ -368,11 +369,9 @@ def _runs_paragraph(inputs: ReportInputs) -> str | None:
     summary = inputs.analysis.tables.get("cell_summary")
     if summary is None or not len(summary):
         return None
-    lo, hi = int(summary["n"].min()), int(summary["n"].max())
     return (
         f"**Runs.** {runs_counted(inputs.analysis.settings)}; the freeze model's {len(summary)} cells have "
-        + (f"{lo} runs each" if lo == hi else f"{lo}–{hi} runs each")
-        + f"; {FAILED_DEFINITION}."
+        f"{count_range(summary['n'], 'runs')} each; {FAILED_DEFINITION}."
     )
 
 
