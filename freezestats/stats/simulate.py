@@ -253,6 +253,7 @@ class _Draws:
     majority_baseline: float | None
 
     def __post_init__(self) -> None:
+        # plain names, so each message's {name=} reads "seeds=0" as simulate_results' arguments do
         seeds, subset_draws, n_eval = self.seeds, self.subset_draws, self.n_eval
         seed_sd, subset_sd, seed_size_sd = self.seed_sd, self.subset_sd, self.seed_size_sd
         order_seeds, order_sd, order_size_sd, fail_rate = (
