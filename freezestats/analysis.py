@@ -18,6 +18,7 @@ import pandas as pd
 
 from freezestats import __version__
 from freezestats.analysis_arms import add_strategy_tables, freeze_rows
+from freezestats.analysis_input import check_results_table, normalize_results, shorten
 from freezestats.analysis_io import (
     RESULTS_FILE,
     STUDY_FILE,
@@ -195,20 +196,16 @@ def analyze(
     answer stays on the seed-only intervals, the table says where the two differ.
     """
     from freezestats import stats
-    from freezestats.stats._checks import normalize_results
     from freezestats.stats.reference import load_reference
 
-    _check_options(data, model, response, variance, margin, adjust_across)
+    _check_options(model, response, variance, margin, adjust_across)
+    check_results_table(data, response, model=model, tasks=tasks, reference=reference)
     every = normalize_results(data)
     data, n_bi = _cross_encoded(every)
     all_grid = data[data["role"] == "grid"]
     arm_grid, n_grouped = _trained_alone(all_grid)
     grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: strategy tables
-    available = sorted(arm_grid["task"].unique())
-    tasks = tasks or available
-    unknown = [t for t in tasks if t not in available]
-    if unknown:
-        raise ModelFitError(f"Task(s) {unknown} are not in the results table; it has {available}.")
+    tasks = tasks or sorted(arm_grid["task"].unique())
     settings = {
         "model": model,
         "response": response,
@@ -260,9 +257,17 @@ def analyze(
         _pair_encodings(steps.attempt, every[every["role"] == "grid"], tasks, response, adjust)
     if pooled:
         _pooled_tables(result, grid[grid["task"].isin(tasks)], response)
-    if not any(name in result.tables for name in ("fixed_effects",)):
-        raise ModelFitError("No model could be fitted: " + " | ".join(result.warnings))
+    result.warnings = list(dict.fromkeys(result.warnings))  # a reason met by two steps' shared input is said once
+    if "fixed_effects" not in result.tables:
+        raise ModelFitError(_no_model_reason(result.warnings))
     return result
+
+
+def _no_model_reason(warnings: list[str]) -> str:
+    """Why no model could be fitted, in one line: the steps' reasons, each said once (every step failing for
+    the same reason, e.g. a design the model cannot estimate, reads as that reason alone)."""
+    reasons = list(dict.fromkeys(w.split(" not fitted: ", 1)[-1].split(" not computed: ", 1)[-1] for w in warnings))
+    return shorten("No model could be fitted: " + " | ".join(reasons))
 
 
 def _set_aside_notes(n_bi: int, n_grouped: int) -> list[str]:
@@ -281,10 +286,9 @@ def _set_aside_notes(n_bi: int, n_grouped: int) -> list[str]:
     return notes
 
 
-def _check_options(
-    data: pd.DataFrame | None, model: str, response: str, variance: str, margin: float | None, adjust_across: str
-) -> None:
-    """One clear error for each option or table ``analyze`` cannot work with, before any fit."""
+def _check_options(model: str, response: str, variance: str, margin: float | None, adjust_across: str) -> None:
+    """One clear error for each option ``analyze`` cannot work with, before any fit (the table's checks are
+    :func:`freezestats.analysis_input.check_results_table`)."""
     if model not in MODELS:
         raise ModelFitError(f"`--model` must be one of {list(MODELS)}, but got {model!r}.")
     if response not in RESPONSES:
@@ -295,14 +299,6 @@ def _check_options(
         raise ModelFitError(f"`--margin` must be > 0, but got {margin}.")
     if adjust_across not in ("none", "sizes"):
         raise ModelFitError(f"`--adjust-across` must be 'none' or 'sizes', but got {adjust_across!r}.")
-    if data is None or len(data) == 0:
-        raise ModelFitError("The results table is empty: run the study first (freezestats run).")
-    missing = [c for c in ("task", "frozen_layers", "train_size", "seed", response, "failed") if c not in data.columns]
-    if missing:
-        raise ModelFitError(
-            f"The results table lacks column(s) {missing}, which every analysis needs; is it a freezestats export "
-            "(`freezestats export`), or a table with those columns (one row per run)?"
-        )
 
 
 def _pooled_tables(result: Analysis, grid: pd.DataFrame, response: str) -> None:

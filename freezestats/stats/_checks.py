@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from freezestats.analysis_input import normalize_results
 from freezestats.exceptions import ModelFitError
 
 __all__ = [
@@ -45,17 +46,6 @@ REPLICATE = ["subset_draw", "seed"]
 
 KNOWN_RESPONSES = ("best_dev", "final_dev", "heldout")
 """Per-run responses every results table has (tables may add ``final_<metric>`` columns)."""
-
-
-def normalize_results(data: pd.DataFrame) -> pd.DataFrame:
-    """A results table from elsewhere, read as freezestats writes one: no ``role`` column means every row is a
-    grid run, and ``state`` is compared in lower case (``COMPLETE`` as Optuna spells it is ``complete``)."""
-    if "role" in data.columns and ("state" not in data.columns or data["state"].dtype != object):
-        return data
-    out = data.copy() if "role" in data.columns else data.assign(role="grid")
-    if "state" in out.columns:
-        out["state"] = out["state"].astype("string").str.lower()
-    return out
 
 
 def prepare(

@@ -14,8 +14,8 @@ import pandas as pd
 import patsy
 from scipy import stats
 
+from freezestats.analysis_input import normalize_results
 from freezestats.exceptions import ModelFitError
-from freezestats.stats._checks import normalize_results
 
 RESPONSES: tuple[str, ...] = ("best_dev", "final_dev", "heldout")
 """The per-run responses a model can be fitted to."""

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import patsy
 
+from freezestats.analysis_input import normalize_results
 from freezestats.exceptions import ModelFitError
-from freezestats.stats._checks import normalize_results
 from freezestats.stats._design import _BOUNDARY_TOL, _coef_table, _indicators
 from freezestats.stats._reml import Component, RemlFit
 from freezestats.stats.ftest import (
