@@ -8,7 +8,10 @@ that holds nothing else, and then, per trial:
 - if the rerun's counts (correct items at the final, best and held-out checkpoints, and the held-out metric)
   equal the stored row, its predictions file is copied in under the stored id: the committed database is
   untouched, and the artifact is the one the lost run wrote, item for item;
-- if they differ, it says so and copies nothing (``--replace`` is then needed, which the README must mention).
+- if they differ, it says so and copies nothing, unless ``--replace``: then the stored row is replaced by the
+  rerun's (its record, objective value and times; the predictions file under the stored id), and the row keeps the
+  values it replaced in ``replaced_row`` so that nothing is lost. The example's README must say which rows were
+  replaced. Optuna's storage API refuses to change a finished trial, so this writes the SQLite tables directly.
 
 A control cell whose artifact exists is re-run too (``--control``), and its predictions must equal the
 committed file: that is the check that a rerun on this machine reproduces a stored run at all.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import optuna
@@ -90,17 +94,45 @@ def compare(stored: optuna.trial.FrozenTrial, again: optuna.trial.FrozenTrial) -
     }
 
 
+KEEP = ("cell_key", "role", "predictions_artifact")
+"""Attributes that identify the stored trial and its artifact id: kept when its row is replaced."""
+
+
+def replace_row(db: Path, stored: optuna.trial.FrozenTrial, again: optuna.trial.FrozenTrial) -> None:
+    """Give the stored trial the rerun's record, value and times; keep what it replaced in ``replaced_row``."""
+    old = {k: v for k, v in stored.user_attrs.items() if k not in KEEP}
+    new = {k: v for k, v in again.user_attrs.items() if k not in KEEP}
+    new["replaced_row"] = {"reason": "predictions artifact lost; the cell was re-run", "old": old}
+    with sqlite3.connect(db) as con:
+        (trial_id,) = con.execute("select trial_id from trials where number = ?", (stored.number,)).fetchone()
+        for key, value in new.items():
+            con.execute("delete from trial_user_attributes where trial_id = ? and key = ?", (trial_id, key))
+            con.execute(
+                "insert into trial_user_attributes (trial_id, key, value_json) values (?, ?, ?)",
+                (trial_id, key, json.dumps(value)),
+            )
+        con.execute("update trial_values set value = ? where trial_id = ?", (again.value, trial_id))
+        con.execute(
+            "update trials set datetime_start = ?, datetime_complete = ? where trial_id = ?",
+            (str(again.datetime_start), str(again.datetime_complete), trial_id),
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("example_dir", type=Path)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--data-dir")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--replace", action="store_true", help="replace the rows whose rerun's counts differ")
     parser.add_argument("--control", type=int, default=None, help="trial number of a stored run to re-run as a check")
     args = parser.parse_args()
     db = args.example_dir / "study.db"
     study, lost = lost_trials(db)
-    controls = [t for t in study.get_trials(deepcopy=False) if t.number == args.control]
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    controls = [t for t in done if t.number == args.control and t not in lost]
+    if args.control is not None and not controls:
+        raise SystemExit(f"--control {args.control} is not a COMPLETE trial with its predictions")
     print(f"{len(lost)} trial(s) without their predictions: {[t.number for t in lost]}")
     scratch = rerun(study, lost + controls, args.run_dir, args.data_dir, args.workers)
     again = {t.user_attrs["cell_key"]: t for t in scratch.get_trials(states=(TrialState.COMPLETE,))}
@@ -120,14 +152,18 @@ def main() -> None:
             print(f"trial {trial.number}: its rerun did not complete")
             continue
         diff = compare(trial, new)
-        if diff:
+        if diff and not args.replace:
             print(f"trial {trial.number} ({trial.user_attrs['cell_key']}): rerun differs {diff}; not copied")
             continue
+        if diff:
+            replace_row(db, trial, new)
+            print(f"trial {trial.number} ({trial.user_attrs['cell_key']}): rerun differs {diff}; row replaced")
         shutil.copy2(
             made / new.user_attrs["predictions_artifact"],
             db.parent / "study.db.artifacts" / trial.user_attrs["predictions_artifact"],
         )
-        print(f"trial {trial.number}: counts agree; predictions restored")
+        if not diff:
+            print(f"trial {trial.number}: counts agree; predictions restored")
 
 
 if __name__ == "__main__":

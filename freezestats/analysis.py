@@ -205,6 +205,11 @@ def analyze(
     all_grid = data[data["role"] == "grid"]
     arm_grid, n_grouped = _trained_alone(all_grid)
     grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: strategy tables
+    if grid.empty:
+        raise ModelFitError(
+            f"The results table has no runs of the freeze arm trained alone (arms present: {_arm_names(arm_grid)}); "
+            "every analysis compares with full fine-tuning (the freeze arm at depth 0): add those runs."
+        )
     tasks = tasks or sorted(arm_grid["task"].unique())
     settings = {
         "model": model,
@@ -268,6 +273,10 @@ def _no_model_reason(warnings: list[str]) -> str:
     the same reason, e.g. a design the model cannot estimate, reads as that reason alone)."""
     reasons = list(dict.fromkeys(w.split(" not fitted: ", 1)[-1].split(" not computed: ", 1)[-1] for w in warnings))
     return shorten("No model could be fitted: " + " | ".join(reasons))
+
+
+def _arm_names(grid: pd.DataFrame) -> list[str]:
+    return sorted(map(str, grid["arm"].dropna().unique())) if "arm" in grid.columns else []
 
 
 def _set_aside_notes(n_bi: int, n_grouped: int) -> list[str]:
