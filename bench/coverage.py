@@ -37,9 +37,9 @@ from rich.progress import Progress
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed, paired_contrasts, simulate_results, true_cell_means
-from freezestats.stats.failures import flag_failures
-from freezestats.stats.simulate import blog_run_sds
-from freezestats.stats.two_part import failures_within_cells, two_part_contrasts
+from freezestats.stats.failures.rates import flag_failures
+from freezestats.stats.failures.two_part import failures_within_cells, two_part_contrasts
+from freezestats.stats.simulation.results import blog_run_sds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/flops.py, also when imported from elsewhere
 

@@ -35,7 +35,7 @@ import pandas as pd
 from rich.progress import Progress
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.shared_encoder import shared_encoder_contrasts
+from freezestats.stats.comparisons.shared_encoder import shared_encoder_contrasts
 
 # bench/coverage.py, for the saved record both coverage benches write; loaded by path, since `import coverage`
 # would find coverage.py (the PyPI package of pytest-cov) first wherever that is installed and imported

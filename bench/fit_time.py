@@ -46,8 +46,8 @@ def main() -> None:
 
 def analyze_times() -> None:
     """``analyze`` (every table, both fits per task) on 350 and 3500 runs, with MiniLM loaded in the process."""
-    from freezestats.analysis import analyze
-    from freezestats.backbone import load_classifier
+    from freezestats.analysis.pipeline import analyze
+    from freezestats.encoder.backbone import load_classifier
 
     model = load_classifier("minilm-l6", 2, False)  # held for the whole measurement, like a notebook would
     print(

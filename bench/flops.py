@@ -54,7 +54,7 @@ class Dims:
 
     @classmethod
     def of_model(cls, name: str, num_labels: int = 2) -> Dims:
-        from freezestats.backbone import load_model_config
+        from freezestats.encoder.backbone import load_model_config
 
         config = load_model_config(name)
         return cls(config.num_hidden_layers, config.hidden_size, config.intermediate_size, num_labels)

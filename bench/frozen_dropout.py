@@ -26,10 +26,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_grid(frozen_dropout: str, args: argparse.Namespace, folder: Path) -> tuple[pd.DataFrame, float]:
-    from freezestats.results import results_table
+    from freezestats.results.export import results_table
     from freezestats.runner import run_study
-    from freezestats.spec import load_spec
-    from freezestats.trials import load_study, open_storage
+    from freezestats.spec.study import load_spec
+    from freezestats.study.trials import load_study, open_storage
 
     spec = load_spec(REPO / "study" / "blog2020-minilm.toml")
     spec = replace(

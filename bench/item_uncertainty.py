@@ -1,6 +1,6 @@
 """Does the interval with item uncertainty cover the task's truth, and how often is the answer right with it?
 
-Simulates studies with item-level predictions (``freezestats.stats.simulate_items``): frozen 0/2/4/6, 8 seeds,
+Simulates studies with item-level predictions (``freezestats.stats.simulation.items``): frozen 0/2/4/6, 8 seeds,
 train sizes 200 and 1000, task accuracies 90/89.5/87/80% at n=1000 and 85/84.5/82/75% at n=200 (freezing 2
 layers costs 0.5 points, 4 costs 3 points), run SD of the reference cell 0.3 points at n=1000 and 1 point at
 n=200 on the 436-item score half, margin 1 point. Items: 872 validation items with standard-normal probit
@@ -29,9 +29,9 @@ import pandas as pd
 from scipy import stats as st
 
 from freezestats.stats import fit_mixed
-from freezestats.stats.items import noninferiority_with_items
-from freezestats.stats.noninferiority import noninferiority_sequence
-from freezestats.stats.simulate_items import simulate_item_study
+from freezestats.stats.inference.noninferiority import noninferiority_sequence
+from freezestats.stats.items.uncertainty import noninferiority_with_items
+from freezestats.stats.simulation.items import simulate_item_study
 
 ACCURACY = {1000: {0: 0.90, 2: 0.895, 4: 0.87, 6: 0.80}, 200: {0: 0.85, 2: 0.845, 4: 0.82, 6: 0.75}}
 RUN_SD = {1000: 0.003, 200: 0.01}

@@ -142,7 +142,7 @@ def report(raw: dict) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--_smoke-worker":
-        from freezestats.cli import main as freezestats_main
+        from freezestats.cli.main import main as freezestats_main
 
         speed.smoke_validation(speed.SMOKE_EVAL)
         sys.exit(freezestats_main(sys.argv[2:]))

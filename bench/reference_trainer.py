@@ -48,11 +48,11 @@ from transformers import (  # noqa: E402
     TrainingArguments,
 )
 
-from freezestats.backbone import resolve_model  # noqa: E402
-from freezestats.data import load_task_data  # noqa: E402
-from freezestats.spec import load_spec  # noqa: E402
-from freezestats.subsets import nested_subsets  # noqa: E402
+from freezestats.encoder.backbone import resolve_model  # noqa: E402
+from freezestats.spec.study import load_spec  # noqa: E402
 from freezestats.tasks import get_task  # noqa: E402
+from freezestats.tasks.data import load_task_data  # noqa: E402
+from freezestats.tasks.subsets import nested_subsets  # noqa: E402
 
 COUNT_KEYS = ("batches", "seqs", "tokens", "tokens_sq", "real_tokens")  # as bench/flops.py counts them
 

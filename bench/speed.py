@@ -181,8 +181,9 @@ def enqueue_sample(
     """A study of exactly ``cells`` (seed ``seed``) in ``storage``, cells enqueued in the order a worker runs
     them best (per task, shallow to deep: deeper prefix caches derive from shallower ones). Returns the count."""
     from freezestats.runner import prepare_study
-    from freezestats.spec import load_spec
-    from freezestats.trials import create_or_load_study, enqueue_cells, open_storage
+    from freezestats.spec.study import load_spec
+    from freezestats.study.queue import enqueue_cells
+    from freezestats.study.trials import create_or_load_study, open_storage
 
     wanted = set(cells)
     spec = load_spec(spec_path)
@@ -241,7 +242,7 @@ def instrument(records: list[dict]) -> None:
     the prefix cache served it); prefix builds as the layer ranges they computed. ``train_seconds`` is the
     rest of ``fine_tune``'s wall time: the training steps with their collation, the optimizer and the loop's
     bookkeeping."""
-    from freezestats.prefix_cache import PrefixCache
+    from freezestats.encoder.prefix_cache import PrefixCache
 
     state: dict = {"record": None, "mode": "train", "segment": None}
 
@@ -383,7 +384,7 @@ def instrument(records: list[dict]) -> None:
 def worker_part(args: argparse.Namespace) -> None:
     """Inside the timed freezestats process: a study of exactly the sampled cells, drained by one worker."""
     from freezestats.runner import work_study
-    from freezestats.trials import load_study, open_storage
+    from freezestats.study.trials import load_study, open_storage
 
     frozen_dropout, _, precision = args._worker.partition("-")
     extra: dict = {"frozen_dropout": frozen_dropout, "precision": precision or None}
@@ -851,7 +852,7 @@ def main() -> None:
         return
     import torch
 
-    from freezestats.spec import load_spec
+    from freezestats.spec.study import load_spec
     from freezestats.tasks import get_task
 
     cells = parse_cells(args.cells)

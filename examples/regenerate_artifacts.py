@@ -32,8 +32,9 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from freezestats.runner import work_study
-from freezestats.spec import StudySpec
-from freezestats.trials import SPEC_ATTR, cell_from_trial, create_or_load_study, load_study, open_storage
+from freezestats.spec.study import StudySpec
+from freezestats.study.queue import cell_from_trial
+from freezestats.study.trials import SPEC_ATTR, create_or_load_study, load_study, open_storage
 
 COUNTS = ("n_correct", "n_correct_best", "n_correct_heldout", "heldout", "n_eval", "n_eval_heldout")
 

@@ -19,7 +19,7 @@ from freezestats.exceptions import (
     StorageError,
     TrialFailed,
 )
-from freezestats.spec import StudySpec, load_spec, parse_spec
+from freezestats.spec.study import StudySpec, load_spec, parse_spec
 
 __all__ = [
     "DataError",

@@ -1,5 +1,8 @@
+"""``python -m freezestats``: the command line."""
+
 import sys
 
-from freezestats.cli import main
+from freezestats.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

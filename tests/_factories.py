@@ -66,7 +66,7 @@ def build_tiny_model(folder: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from freezestats.backbone import resolve_model
+    from freezestats.encoder.backbone import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"))
     config = BertConfig(
@@ -88,12 +88,12 @@ def group_member(name: str, model: Path, glue_dir: Path, encoding: str = "cross"
     ``encoding`` and named as the runner names them: what ``fine_tune`` and ``fine_tune_group`` train on."""
     from dataclasses import replace
 
-    from freezestats.backbone import load_tokenizer
-    from freezestats.data import load_task_data
-    from freezestats.multitask import GroupMember
-    from freezestats.subsets import nested_subsets, validation_halves
+    from freezestats.encoder.backbone import load_tokenizer
     from freezestats.tasks import get_task
+    from freezestats.tasks.data import load_task_data
+    from freezestats.tasks.subsets import nested_subsets, validation_halves
     from freezestats.training import encode_split
+    from freezestats.training.multitask import GroupMember
 
     task = get_task(name)
     data = load_task_data(task, glue_dir)
@@ -117,7 +117,7 @@ def group_member(name: str, model: Path, glue_dir: Path, encoding: str = "cross"
 
 def fine_tune_alone(model: Path, member: Any, frozen: int, training: Any, **kwargs: Any) -> Any:
     """``fine_tune`` on one :func:`group_member` as the single-task runner calls it (seed 3, rate 1e-3)."""
-    from freezestats.backbone import load_tokenizer
+    from freezestats.encoder.backbone import load_tokenizer
     from freezestats.training import fine_tune
 
     return fine_tune(
@@ -140,8 +140,8 @@ def fine_tune_alone(model: Path, member: Any, frozen: int, training: Any, **kwar
 def fine_tune_together(model: Path, group: Any, members: list, frozen: int, training: Any, **kwargs: Any) -> Any:
     """``fine_tune_group`` on :func:`group_member` s with the seed and rate of :func:`fine_tune_alone`, so that a
     group of one can be compared with its task trained alone."""
-    from freezestats.backbone import load_tokenizer
-    from freezestats.multitask import fine_tune_group
+    from freezestats.encoder.backbone import load_tokenizer
+    from freezestats.training.multitask import fine_tune_group
 
     return fine_tune_group(
         model_name=str(model),

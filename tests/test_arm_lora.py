@@ -11,9 +11,9 @@ from test_freezing import FAMILIES, L
 
 from freezestats.arms import LoraArm, get_arm
 from freezestats.arms._lora import lora_targets
+from freezestats.encoder.freezing import locate_encoder
 from freezestats.exceptions import SpecError
-from freezestats.freezing import locate_encoder
-from freezestats.spec import parse_spec
+from freezestats.spec.study import parse_spec
 
 LORA_FAMILIES = {f.name: f for f in FAMILIES}  # every family the freeze arm supports
 TRAINED = ("bert", "roberta", "distilbert", "deberta-v2")  # the families a short training run is checked on
@@ -105,9 +105,9 @@ def test_options_and_levels_are_checked_in_the_spec() -> None:
 
 
 def test_a_lora_study_runs_in_the_shared_loop(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
-    from freezestats.results import results_table
+    from freezestats.results.export import results_table
     from freezestats.runner import run_study
-    from freezestats.trials import load_study, open_storage
+    from freezestats.study.trials import load_study, open_storage
 
     raw = simple_spec(str(tiny_model), grid={"train_sizes": [32], "seeds": [1]})
     del raw["grid"]["frozen_layers"]

@@ -12,7 +12,7 @@ from freezestats.arms import ProbeArm, get_arm
 from freezestats.arms._probe import clear_feature_cache, features
 from freezestats.arms._probe_fit import _fit, _predict
 from freezestats.exceptions import SpecError
-from freezestats.spec import parse_spec
+from freezestats.spec.study import parse_spec
 from freezestats.tasks import get_task
 
 SENTENCES = ["a fine film", "dull and long", "I loved it", "terrible acting", "great", "not good at all"] * 2
@@ -67,7 +67,7 @@ def test_the_fit_cross_validates_c_on_the_training_subset_and_is_deterministic()
 def test_features_are_computed_once_and_shared_by_subsets(tiny_model: Path) -> None:
     import torch
 
-    from freezestats.backbone import load_tokenizer
+    from freezestats.encoder.backbone import load_tokenizer
     from freezestats.training import encode_split
 
     clear_feature_cache()
@@ -90,9 +90,9 @@ def test_features_are_computed_once_and_shared_by_subsets(tiny_model: Path) -> N
 def test_a_probe_study_reports_comparable_metrics_with_no_seed_variance(
     tmp_path: Path, tiny_model: Path, glue_dir: Path
 ) -> None:
-    from freezestats.results import results_table
+    from freezestats.results.export import results_table
     from freezestats.runner import run_study
-    from freezestats.trials import load_study, open_storage
+    from freezestats.study.trials import load_study, open_storage
 
     clear_feature_cache()
     spec = parse_spec(
@@ -117,7 +117,7 @@ def test_a_probe_study_reports_comparable_metrics_with_no_seed_variance(
     assert table["trainable_params"].eq(32 + 1).all()  # a binary probe on 32 features
     assert all(t.user_attrs["curve"][0]["C"] > 0 for t in study.trials)  # the C cross-validation chose
     assert table["predictions_artifact"].notna().all()
-    from freezestats.item_predictions import study_item_predictions
+    from freezestats.results.item_predictions import study_item_predictions
 
     items = study_item_predictions(storage)  # the per-item table the item-level statistics read
     assert len(items) == len(table) * 872 and {"arm", "arm_level"} <= set(items.columns)

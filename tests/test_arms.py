@@ -18,16 +18,16 @@ from test_freezing import FAMILIES, FAMILY_IDS, L, _build
 from freezestats.arms import (
     Arm,
     FreezeArm,
-    _registry,
     arm_for_spec,
     available_arms,
     get_arm,
     load_plugins,
     register_arm,
 )
+from freezestats.encoder.freezing import freeze, locate_encoder, register_strategy
 from freezestats.exceptions import SpecError
-from freezestats.freezing import freeze, locate_encoder, register_strategy
-from freezestats.spec import StudySpec, parse_spec
+from freezestats.spec import arm_kinds
+from freezestats.spec.study import StudySpec, parse_spec
 
 USER_ARM = '''
 from freezestats.arms import Arm, register_arm
@@ -56,8 +56,8 @@ class HeadOnly(Arm):
 @pytest.fixture
 def registry(monkeypatch: pytest.MonkeyPatch) -> dict:
     """A private copy of the arm registry, so arms registered by a test leave with it."""
-    arms = dict(_registry._ARMS)
-    monkeypatch.setattr(_registry, "_ARMS", arms)
+    arms = dict(arm_kinds._KINDS)
+    monkeypatch.setattr(arm_kinds, "_KINDS", arms)
     return arms
 
 
@@ -143,7 +143,7 @@ def test_freeze_arm_freezes_exactly_as_freezing_freeze(family) -> None:
 
 
 def test_freeze_arm_reads_its_strategy_from_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
-    from freezestats import freezing
+    from freezestats.encoder import freezing
 
     monkeypatch.setattr(freezing, "_STRATEGIES", dict(freezing._STRATEGIES))
     calls = []
@@ -186,7 +186,7 @@ def test_a_plugin_arm_registered_in_a_module_named_by_the_spec_reaches_a_worker_
     tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, registry: dict
 ) -> None:
     """A worker reads the spec from the study database, imports its plugins, and so knows the user's arm."""
-    from freezestats.cli import main
+    from freezestats.cli.main import main
 
     _user_module(tmp_path, "fs_user_arms_worker", "head_only_worker")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -226,8 +226,8 @@ def test_entry_points_in_the_arms_group_are_registered(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     points = [
-        metadata.EntryPoint("head_only_ep", "fs_user_arms_ep", _registry.ENTRY_POINT_GROUP),  # a module
-        metadata.EntryPoint("deeper", "fs_user_arms_ep_class:Deeper", _registry.ENTRY_POINT_GROUP),  # a class
+        metadata.EntryPoint("head_only_ep", "fs_user_arms_ep", arm_kinds.ENTRY_POINT_GROUP),  # a module
+        metadata.EntryPoint("deeper", "fs_user_arms_ep_class:Deeper", arm_kinds.ENTRY_POINT_GROUP),  # a class
     ]
     groups = []
 
@@ -235,8 +235,8 @@ def test_entry_points_in_the_arms_group_are_registered(
         groups.append(group)
         return points
 
-    monkeypatch.setattr(_registry, "metadata", SimpleNamespace(entry_points=entry_points))
-    monkeypatch.setattr(_registry, "_entry_points_loaded", False)
+    monkeypatch.setattr(arm_kinds, "metadata", SimpleNamespace(entry_points=entry_points))
+    monkeypatch.setattr(arm_kinds, "_entry_points_loaded", False)
     assert {"head_only_ep", "deeper"} <= set(available_arms())
     assert get_arm("deeper").__name__ == "Deeper" and get_arm("deeper").name == "deeper"
     assert get_arm("head_only_ep").__module__ == "fs_user_arms_ep"
@@ -244,9 +244,9 @@ def test_entry_points_in_the_arms_group_are_registered(
 
 
 def test_a_broken_entry_point_fails_the_lookup_loudly(monkeypatch: pytest.MonkeyPatch, registry: dict) -> None:
-    broken = metadata.EntryPoint("broken", "fs_no_such_module_anywhere", _registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(_registry, "metadata", SimpleNamespace(entry_points=lambda group: [broken]))
-    monkeypatch.setattr(_registry, "_entry_points_loaded", False)
+    broken = metadata.EntryPoint("broken", "fs_no_such_module_anywhere", arm_kinds.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(arm_kinds, "metadata", SimpleNamespace(entry_points=lambda group: [broken]))
+    monkeypatch.setattr(arm_kinds, "_entry_points_loaded", False)
     for _ in range(2):  # every look-up, not only the first: the arm must not go silently missing
         with pytest.raises(SpecError, match=r"entry point 'broken' \(fs_no_such_module_anywhere\) failed to load"):
             get_arm("freeze")

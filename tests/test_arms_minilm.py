@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 from _factories import simple_spec
 
-from freezestats.spec import parse_spec
+from freezestats.spec.study import parse_spec
 
 
 @pytest.mark.slow
 def test_every_arm_runs_on_minilm_and_real_sst2(tmp_path: Path, glue_dir: Path) -> None:
     from freezestats.arms._probe import clear_feature_cache
-    from freezestats.results import results_table
+    from freezestats.results.export import results_table
     from freezestats.runner import run_study
-    from freezestats.trials import load_study, open_storage
+    from freezestats.study.trials import load_study, open_storage
 
     clear_feature_cache()
     raw = simple_spec(

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from _factories import simple_spec
 
-from freezestats.cells import Cell, grid_cells
 from freezestats.exceptions import SpecError
-from freezestats.spec import StudySpec, parse_spec
+from freezestats.spec.study import StudySpec, parse_spec
+from freezestats.study.cells import Cell, grid_cells
 
 ARMS = [
     {"kind": "freeze", "frozen_layers": [-1, 0, 2]},
@@ -112,9 +112,9 @@ def test_two_tables_of_one_kind_are_told_apart_by_name() -> None:
 
 
 def test_a_study_with_arms_runs_and_exports_arm_and_level(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
-    from freezestats.results import results_table
+    from freezestats.results.export import results_table
     from freezestats.runner import run_study
-    from freezestats.trials import load_study, open_storage
+    from freezestats.study.trials import load_study, open_storage
 
     spec = parse_spec(
         _arms_spec(
@@ -134,7 +134,7 @@ def test_a_study_with_arms_runs_and_exports_arm_and_level(tmp_path: Path, tiny_m
     assert reinit["learning_rate"] == 1e-4 and reinit["trainable_params"] == reinit["total_params"]
     run_study(spec, storage, data_dir=glue_dir, show_progress=False)  # resumes: nothing runs twice
     assert len(results_table(load_study(open_storage(storage), spec.name))) == 2
-    from freezestats.results import export_results
+    from freezestats.results.export import export_results
 
     exported = export_results(storage, tmp_path / "results.parquet")
     back = pd.read_parquet(tmp_path / "results.parquet")
@@ -151,9 +151,9 @@ def test_a_cell_with_an_arm_is_not_a_single_arm_cell() -> None:
 def test_analyze_compares_arms_instead_of_pooling_them() -> None:
     """A table of several arms gets the across-arm model (strategy_contrasts) and the freeze-depth model sees
     the freeze arm's rows only; a table with no full fine-tuning to compare with is refused in one line."""
-    from freezestats.analysis import analyze
+    from freezestats.analysis.pipeline import analyze
     from freezestats.exceptions import ModelFitError
-    from freezestats.stats.simulate import simulate_results
+    from freezestats.stats.simulation.results import simulate_results
 
     table = simulate_results(seeds=3, frozen_levels=(0, 2, 4), train_sizes=(50, 100), rng=1)
     assert set(table["arm"]) == {"freeze"}  # a single-arm table is the freeze model's, as before
@@ -170,7 +170,7 @@ def test_analyze_compares_arms_instead_of_pooling_them() -> None:
 
 
 def test_validate_lists_the_arms_and_their_cells(glue_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from freezestats.cli import main
+    from freezestats.cli.main import main
 
     assert main(["validate", "strategies-minilm", "--data-dir", str(glue_dir), "--list-cells"]) == 0
     out = capsys.readouterr().out
@@ -197,9 +197,9 @@ def test_extend_may_add_arm_tables_and_levels_but_not_change_an_arm(
     tmp_path: Path, tiny_model: Path, glue_dir: Path
 ) -> None:
     from freezestats.exceptions import StorageError
-    from freezestats.results import results_table
+    from freezestats.results.export import results_table
     from freezestats.runner import run_study
-    from freezestats.trials import load_study, open_storage
+    from freezestats.study.trials import load_study, open_storage
 
     def spec(arms: list[dict]) -> StudySpec:
         return parse_spec(_arms_spec(arms, model=str(tiny_model), grid={"train_sizes": [32], "seeds": [1]}))

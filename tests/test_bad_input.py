@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from _factories import simple_spec, to_toml, write_spec
 
-from freezestats.cli import main
+from freezestats.cli.main import main
 
 
 @pytest.fixture(scope="module")

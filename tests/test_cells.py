@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from _factories import simple_spec
 
-from freezestats.cells import Cell, CellRole, grid_cells, reusable_search_cell, search_cells
-from freezestats.lr_search import choose_rates, rate_means, search_score, select_half_best
-from freezestats.spec import parse_spec
+from freezestats.spec.study import parse_spec
+from freezestats.study.cells import Cell, CellRole, grid_cells, reusable_search_cell, search_cells
+from freezestats.study.lr_search import choose_rates, rate_means, search_score, select_half_best
 
 POOLS = {"sst2": 67349, "cola": 8551}
 
@@ -211,8 +211,8 @@ def test_search_cells_are_not_crossed_and_never_copied_into_a_crossed_grid() -> 
 
 
 def test_simulated_crossed_table_has_every_seed_and_order_seed_pair() -> None:
-    from freezestats.results import RESULT_COLUMNS
-    from freezestats.stats.simulate import simulate_results
+    from freezestats.results.export import RESULT_COLUMNS
+    from freezestats.stats.simulation.results import simulate_results
 
     table = simulate_results(frozen_levels=(0, 2), train_sizes=(50, 200), seeds=3, order_seeds=2, rng=4)
     assert list(table.columns) == RESULT_COLUMNS
@@ -233,7 +233,7 @@ def test_simulated_crossed_table_has_every_seed_and_order_seed_pair() -> None:
 
 
 def test_simulated_order_seed_effects_are_the_ones_asked_for() -> None:
-    from freezestats.stats.simulate import simulate_results
+    from freezestats.stats.simulation.results import simulate_results
 
     only_order = simulate_results(
         0.7,
@@ -270,7 +270,7 @@ def test_simulated_order_seed_effects_are_the_ones_asked_for() -> None:
 
 def test_simulated_tables_without_order_seeds_are_unchanged() -> None:
     """Nothing extra is drawn without `order_seeds`: these values were recorded before the option existed."""
-    from freezestats.stats.simulate import simulate_results
+    from freezestats.stats.simulation.results import simulate_results
 
     table = simulate_results(rng=5, seed_size_sd=0.01, fail_rate=0.1, subset_draws=2, tasks=("sst2", "cola"))
     assert len(table) == 700 and int(table["failed"].sum()) == 67
@@ -291,7 +291,7 @@ def test_simulated_tables_without_order_seeds_are_unchanged() -> None:
     ],
 )
 def test_simulated_order_seed_arguments_are_checked(kwargs: dict, message: str) -> None:
-    from freezestats.stats.simulate import simulate_results
+    from freezestats.stats.simulation.results import simulate_results
 
     with pytest.raises(ValueError, match=message):
         simulate_results(frozen_levels=(0,), train_sizes=(50,), **kwargs)

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from freezestats.data import load_task_data
 from freezestats.exceptions import DataError, SpecError
 from freezestats.tasks import available_tasks, get_task
+from freezestats.tasks.data import load_task_data
 
 GLUE_SIZES = {  # rows per split, from ../shared/data/glue/README.md
     "sst2": (67349, 872),

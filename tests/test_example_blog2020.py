@@ -68,8 +68,8 @@ def test_the_readme_numbers_are_what_the_analysis_computes_today() -> None:
 
 def test_the_cpu_replication_predictions_reproduce_its_stored_counts(tmp_path: Path) -> None:
     """The CPU replication's database (a copy: the running study may replace it) exports consistently."""
-    from freezestats.item_predictions import export_item_predictions
-    from freezestats.results import export_results
+    from freezestats.results.export import export_results
+    from freezestats.results.item_predictions import export_item_predictions
 
     shutil.copy(EXAMPLE / "cpu-2core" / "study.db", tmp_path / "study.db")
     shutil.copytree(EXAMPLE / "cpu-2core" / "study.db.artifacts", tmp_path / "study.db.artifacts")
@@ -86,10 +86,10 @@ def test_real_collapsed_runs_get_finite_intervals_and_a_failure_model() -> None:
     failed have a positive, finite width, and the OLS cross-check gives NaN rather than zero-width intervals."""
     import warnings
 
-    from freezestats.analysis_task import metric_failures
+    from freezestats.analysis.task import metric_failures
     from freezestats.stats import fit_ols
-    from freezestats.stats.failures import failure_model
-    from freezestats.stats.two_part import two_part_contrasts
+    from freezestats.stats.failures.rates import failure_model
+    from freezestats.stats.failures.two_part import two_part_contrasts
 
     runs = pd.read_csv(EXAMPLE / "results.csv")
     sst2 = runs[runs["task"] == "sst2"]

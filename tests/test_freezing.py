@@ -1,4 +1,4 @@
-"""Tests for freezestats.freezing.
+"""Tests for freezestats.encoder.freezing.
 
 The expected trainable set for each freeze depth is derived here from parameter-name prefixes written
 out per family, independently of ``locate_encoder`` (which works from module structure), so the two
@@ -25,9 +25,8 @@ from transformers import (
     RobertaConfig,
 )
 
-from freezestats import freezing
-from freezestats.exceptions import FreezestatsError, ModelError, SpecError
-from freezestats.freezing import (
+from freezestats.encoder import freezing
+from freezestats.encoder.freezing import (
     EncoderParts,
     available_strategies,
     count_parameters,
@@ -37,6 +36,7 @@ from freezestats.freezing import (
     n_layers,
     register_strategy,
 )
+from freezestats.exceptions import FreezestatsError, ModelError, SpecError
 
 L = 4
 _COMMON = dict(vocab_size=100, hidden_size=32, num_hidden_layers=L, num_attention_heads=2, intermediate_size=37)

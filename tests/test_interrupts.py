@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from freezestats.interrupts import InterruptGate
+from freezestats.runner.interrupts import InterruptGate
 
 
 @pytest.fixture(autouse=True)

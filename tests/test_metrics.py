@@ -1,4 +1,4 @@
-"""Tests of freezestats.metrics: every metric against its scikit-learn / scipy reference."""
+"""Tests of freezestats.tasks.metrics: every metric against its scikit-learn / scipy reference."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from freezestats.exceptions import SpecError
-from freezestats.metrics import (
+from freezestats.tasks.metrics import (
     METRICS,
     CurveSummary,
     accuracy,

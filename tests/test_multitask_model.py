@@ -7,10 +7,10 @@ from pathlib import Path
 import torch
 from transformers import set_seed
 
-from freezestats.backbone import load_classifier, load_tokenizer
-from freezestats.freezing import count_parameters
-from freezestats.multitask import build_multitask_model
+from freezestats.encoder.backbone import load_classifier, load_tokenizer
+from freezestats.encoder.freezing import count_parameters
 from freezestats.tasks import get_task
+from freezestats.training.multitask import build_multitask_model
 
 
 def test_heads_share_one_encoder_and_keep_their_task_losses(tiny_model: Path) -> None:

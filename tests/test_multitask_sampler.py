@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from freezestats.exceptions import SpecError
-from freezestats.multitask import MixedBatches, task_probabilities
 from freezestats.training import data_orders
+from freezestats.training.multitask import MixedBatches, task_probabilities
 
 SIZES = {"sst2": 400, "mrpc": 100, "stsb": 36}  # 25, 7 and 3 batches of 16: 35 steps an epoch
 

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from _factories import write_spec
 
-from freezestats._resources import bundled_path
-from freezestats.analysis_io import read_analysis
-from freezestats.cli import main
+from freezestats.analysis.result import read_analysis
+from freezestats.cli.main import main
+from freezestats.tasks.bundled import bundled_path
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -34,7 +34,7 @@ def test_public_api_is_pinned() -> None:
 
 
 def test_importing_the_package_does_not_load_torch() -> None:
-    code = "import sys, freezestats, freezestats.cli, freezestats.results; print('torch' in sys.modules)"
+    code = "import sys, freezestats, freezestats.cli.main, freezestats.results.export; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

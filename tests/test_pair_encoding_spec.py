@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 from _factories import simple_spec, write_spec
 
-from freezestats.analysis import _cross_encoded
-from freezestats.cells import grid_cells
-from freezestats.cli import main
+from freezestats.analysis.pipeline import _cross_encoded
+from freezestats.cli.main import main
 from freezestats.exceptions import SpecError
-from freezestats.spec import StudySpec, parse_spec
-from freezestats.trials import _not_an_extension
+from freezestats.spec.study import StudySpec, parse_spec
+from freezestats.study.cells import grid_cells
+from freezestats.study.trials import _not_an_extension
 
 POOLS = {"sst2": 1000, "mrpc": 1000, "stsb": 1000}
 

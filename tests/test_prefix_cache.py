@@ -15,9 +15,9 @@ import torch
 from test_freezing import FAMILIES, FAMILY_IDS, L, _build
 from test_training import _fine_tune
 
-from freezestats.freezing import freeze, locate_encoder
-from freezestats.prefix_cache import EvalBatch, PrefixCache, forward_from, frozen_depth, hidden_at
-from freezestats.spec import TrainingSpec
+from freezestats.encoder.freezing import freeze, locate_encoder
+from freezestats.encoder.prefix_cache import EvalBatch, PrefixCache, forward_from, frozen_depth, hidden_at
+from freezestats.spec.study import TrainingSpec
 
 # Where a cut is not the same function, the cache must notice and stand down, not change predictions:
 # DeBERTa-v2's conv block merges the encoder's input into the first layer's output (so any cut above
@@ -167,7 +167,7 @@ def test_frozen_dropout_off_cached_training_matches_uncached(tiny_model: Path, g
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_real_minilm_predictions_are_identical_with_and_without_the_cache(glue_dir: Path, precision: str) -> None:
-    from freezestats.backbone import resolve_model
+    from freezestats.encoder.backbone import resolve_model
 
     minilm = Path(resolve_model("minilm-l6"))
     training = TrainingSpec(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from freezestats.cells import Cell
-from freezestats.record import EXPORT_COLUMNS, TrialRecord
-from freezestats.results import RESULT_COLUMNS
+from freezestats.results.export import RESULT_COLUMNS
+from freezestats.results.record import EXPORT_COLUMNS, TrialRecord
+from freezestats.study.cells import Cell
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -15,9 +15,9 @@ import pytest
 from _browser import artifacts_dir, colored_pixels, find_chromium, open_html, page_texts, pdf_pages
 from _factories import simple_spec, write_spec
 
-from freezestats.analysis import analyze, write_analysis
-from freezestats.cli import main
-from freezestats.stats.simulate import simulate_results
+from freezestats.analysis.pipeline import analyze, write_analysis
+from freezestats.cli.main import main
+from freezestats.stats.simulation.results import simulate_results
 
 
 def _simulated(tmp: Path, **kwargs) -> Path:

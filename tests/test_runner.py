@@ -22,11 +22,11 @@ import pytest
 from _factories import simple_spec, write_spec
 from optuna.trial import TrialState
 
-from freezestats.cli import main
-from freezestats.results import RESULT_COLUMNS, results_table
-from freezestats.spec import load_spec
-from freezestats.subsets import nested_subsets
-from freezestats.trials import load_study, open_storage
+from freezestats.cli.main import main
+from freezestats.results.export import RESULT_COLUMNS, results_table
+from freezestats.spec.study import load_spec
+from freezestats.study.trials import load_study, open_storage
+from freezestats.tasks.subsets import nested_subsets
 
 
 def _spec(tmp_path: Path, model: Path, **override) -> Path:
@@ -525,9 +525,9 @@ def test_order_seeds_cannot_be_added_to_an_uncrossed_study(
 
 
 def test_trials_stored_before_order_seeds_export_their_seed_as_order_seed() -> None:
-    from freezestats.cells import Cell
-    from freezestats.spec import parse_spec
-    from freezestats.trials import cell_distributions
+    from freezestats.spec.study import parse_spec
+    from freezestats.study.cells import Cell
+    from freezestats.study.trials import cell_distributions
 
     spec = parse_spec(simple_spec())
     study = optuna.create_study(study_name="old")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from _factories import simple_spec, write_spec
 
-from freezestats.cli import main
+from freezestats.cli.main import main
 from freezestats.exceptions import SpecError
-from freezestats.spec import StudySpec, load_spec, parse_spec
+from freezestats.spec.study import StudySpec, load_spec, parse_spec
 
 BAD_SPECS = [
     # (what is wrong, override, fragment the message must contain)
@@ -128,14 +128,14 @@ def test_valid_spec_round_trips_and_hash_is_stable(tmp_path: Path) -> None:
     "name", ["quick", "blog2020", "blog2020-minilm", "lee2019", "multitask-minilm", "strategies-minilm"]
 )
 def test_shipped_specs_are_valid(name: str) -> None:
-    from freezestats._resources import bundled_path
+    from freezestats.tasks.bundled import bundled_path
 
     spec = load_spec(bundled_path(f"study/{name}.toml"))
     assert spec.name == name
 
 
 def test_blog_spec_is_the_published_protocol() -> None:
-    from freezestats._resources import bundled_path
+    from freezestats.tasks.bundled import bundled_path
 
     spec = load_spec(bundled_path("study/blog2020.toml"))
     assert spec.model.name == "roberta-base" and spec.tasks == ("sst2", "cola")
@@ -245,7 +245,7 @@ HASHES_BEFORE_SEARCH_SEEDS = {
 
 @pytest.mark.parametrize("name", sorted(HASHES_BEFORE_SEARCH_SEEDS))
 def test_specs_without_a_search_keep_their_hash(name: str) -> None:
-    from freezestats._resources import bundled_path
+    from freezestats.tasks.bundled import bundled_path
 
     spec = load_spec(bundled_path(f"study/{name}.toml"))
     assert spec.lr_search.mode == "none"
@@ -287,7 +287,7 @@ HASHES_BEFORE_ORDER_SEEDS = {
 
 @pytest.mark.parametrize("name", sorted(HASHES_BEFORE_ORDER_SEEDS))
 def test_specs_without_order_seeds_keep_their_hash_and_stored_form(name: str) -> None:
-    from freezestats._resources import bundled_path
+    from freezestats.tasks.bundled import bundled_path
 
     spec = load_spec(bundled_path(f"study/{name}.toml"))
     assert spec.grid.order_seeds is None and not spec.grid.crossed

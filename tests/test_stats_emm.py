@@ -1,4 +1,4 @@
-"""freezestats.stats.emm: marginal means, contrasts against a reference depth, equivalence tests.
+"""freezestats.stats.inference.emm: marginal means, contrasts against a reference depth, equivalence tests.
 
 Reference values: emmeans / lmerTest in R (tests/data/lme4_reference.json, from tests/data/lme4_reference.R),
 statsmodels' multipletests / ttost_ind / ttost_paired, scipy.stats.dunnett, and a direct GLS computation.

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from _r_reference import r_reference
 
-from freezestats.stats.failure_rates_pooled import pooled_failure_probabilities
-from freezestats.stats.laplace import RandomTerm, fit_binomial_laplace
+from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
+from freezestats.stats.models.laplace import RandomTerm, fit_binomial_laplace
 
 DATA = Path(__file__).parent / "data"
 

@@ -1,5 +1,5 @@
-"""Tests of freezestats.stats.failures: Wilson intervals by the closed form, the ML logistic fit by hand-written IRLS,
-Firth's fit by its estimating equations and known closed forms, and the per-checkpoint failure rules."""
+"""Tests of freezestats.stats.failures.rates: Wilson intervals by the closed form, the ML logistic fit by hand-written
+IRLS, Firth's fit by its estimating equations and known closed forms, and the per-checkpoint failure rules."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from scipy.stats import binom, binomtest, chi2, norm
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.failures import failure_model, failure_rates, failure_summary, flag_failures
-from freezestats.stats.firth import _firth, _firth_hessian, _firth_point
+from freezestats.stats.failures.firth import _firth, _firth_hessian, _firth_point
+from freezestats.stats.failures.rates import failure_model, failure_rates, failure_summary, flag_failures
 
 SIZES = (50, 100, 200, 500, 1000)
 DEPTHS = (-1, 0, 2, 4, 8, 10, 12)

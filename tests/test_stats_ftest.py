@@ -19,15 +19,15 @@ import pytest
 from _r_reference import r_reference
 from scipy import stats
 
-import freezestats.stats.mixed_grouped as mixed_grouped
+import freezestats.stats.models.mixed_grouped as mixed_grouped
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed, interaction_test, simulate_results
-from freezestats.stats._design import _design, _prepare
-from freezestats.stats._reml import Component, fit_components
-from freezestats.stats.ftest import TEST_COLUMNS, bootstrap_lrt, f_test_ddf, grouped_model, wald_f_test
-from freezestats.stats.mixed_grouped import _random_terms
-from freezestats.stats.pooled import fit_pooled, task_interaction_test
-from freezestats.stats.simulate import blog_run_sds
+from freezestats.stats.comparisons.pooled_tasks import fit_pooled, task_interaction_test
+from freezestats.stats.design.model_frame import _design, _prepare
+from freezestats.stats.inference.ftest import TEST_COLUMNS, bootstrap_lrt, f_test_ddf, grouped_model, wald_f_test
+from freezestats.stats.models.mixed_grouped import _random_terms
+from freezestats.stats.models.reml import Component, fit_components
+from freezestats.stats.simulation.results import blog_run_sds
 
 DATA = Path(__file__).parent / "data"
 R_PACKAGES = ("nlme", "lmerTest", "jsonlite")

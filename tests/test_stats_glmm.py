@@ -1,4 +1,4 @@
-"""freezestats.stats.glmm: the binomial GLMM of the correct counts (glmer's Laplace) and its accuracies.
+"""freezestats.stats.models.glmm: the binomial GLMM of the correct counts (glmer's Laplace) and its accuracies.
 
 Reference values come from lme4::glmer (tests/data/glmer_reference.R on tests/data/glmer_fixture.csv, stored in
 tests/data/glmer_reference.json); the other checks use a binomial simulator written out below (seeds with a logit
@@ -26,7 +26,7 @@ from freezestats.stats import (
     estimated_marginal_means,
     fit_glmm,
 )
-from freezestats.stats.glmm import LAPLACE_METHOD, marginal_accuracy
+from freezestats.stats.models.glmm import LAPLACE_METHOD, marginal_accuracy
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -248,7 +248,7 @@ def test_marginal_accuracy_is_pulled_towards_one_half_and_is_the_average_run() -
 
     # the interval is the Wald interval of eta, transformed
     crit = stats.norm.ppf(0.975)
-    from freezestats.stats.marginal import marginal_probability
+    from freezestats.stats.models.marginal import marginal_probability
 
     variance = [fit.random_effect_variance(n) for n in result["train_size"]]
     low = marginal_probability(emm["emmean"] - crit * emm["se"], variance, 200)

@@ -22,9 +22,9 @@ from freezestats.stats import (
     simulate_results,
     true_cell_means,
 )
-from freezestats.stats._reml import Component, _Blocks, fit_components
-from freezestats.stats.mixed_grouped import randomness_sources
-from freezestats.stats.simulate import blog_run_sds
+from freezestats.stats.models.mixed_grouped import randomness_sources
+from freezestats.stats.models.reml import Component, _Blocks, fit_components
+from freezestats.stats.simulation.results import blog_run_sds
 
 DATA = Path(__file__).parent / "data"
 R_PACKAGES = ("nlme", "emmeans", "lmerTest", "jsonlite")

@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from freezestats.analysis import analyze
+from freezestats.analysis.pipeline import analyze
 from freezestats.exceptions import ModelFitError
-from freezestats.metrics import METRICS
-from freezestats.stats import item_pseudo
-from freezestats.stats.item_pseudo import pseudo_values
-from freezestats.stats.items import item_variance
-from freezestats.stats.simulate_items import simulate_item_study
+from freezestats.stats.items import pseudo_values as item_pseudo
+from freezestats.stats.items.pseudo_values import pseudo_values
+from freezestats.stats.items.uncertainty import item_variance
+from freezestats.stats.simulation.items import simulate_item_study
+from freezestats.tasks.metrics import METRICS
 
 
 def _binary(rng: np.random.Generator, n: int, agree: float) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +112,7 @@ def test_analyze_puts_the_sequence_with_items_beside_the_seed_only_one(item_stud
 
 
 def test_item_uncertainty_refuses_an_unscored_response(item_study: object) -> None:
-    from freezestats.stats.items import run_pseudo_values
+    from freezestats.stats.items.uncertainty import run_pseudo_values
 
     with pytest.raises(ModelFitError, match="needs a response in"):
         run_pseudo_values(item_study.items, "wall_seconds", "accuracy")  # type: ignore[attr-defined]
@@ -128,7 +128,7 @@ def test_simulated_run_sd_of_the_reference_matches_its_setting() -> None:
 
 
 def test_cli_analyze_reads_predictions_and_writes_the_items_table(item_study: object, tmp_path: Path) -> None:
-    from freezestats.cli import main
+    from freezestats.cli.main import main
 
     results, items = tmp_path / "results.csv", tmp_path / "predictions.parquet"
     item_study.results.to_csv(results, index=False)  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""freezestats.stats.laplace: the binomial GLMM by glmer's Laplace approximation, and marginal probabilities.
+"""freezestats.stats.models.laplace: the binomial GLMM by glmer's Laplace approximation, and marginal probabilities.
 
 Reference values come from lme4::glmer (tests/data/glmer_reference.R on tests/data/glmer_fixture.csv, stored in
 tests/data/glmer_reference.json; the fixture is written by tests/data/make_glmer_fixture.py) and from independent
@@ -21,9 +21,9 @@ from scipy import integrate
 from scipy.special import expit
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats import laplace
-from freezestats.stats.laplace import LaplaceFit, RandomTerm, fit_binomial_laplace
-from freezestats.stats.marginal import marginal_probability, marginal_probability_derivative
+from freezestats.stats.models import laplace
+from freezestats.stats.models.laplace import LaplaceFit, RandomTerm, fit_binomial_laplace
+from freezestats.stats.models.marginal import marginal_probability, marginal_probability_derivative
 
 DATA = Path(__file__).resolve().parent / "data"
 R_PACKAGES = ("lme4", "jsonlite")

@@ -20,7 +20,7 @@ from scipy import stats
 from statsmodels.regression.mixed_linear_model import MixedLM
 
 from freezestats.exceptions import ModelFitError
-from freezestats.results import RESULT_COLUMNS
+from freezestats.results.export import RESULT_COLUMNS
 from freezestats.stats import (
     estimated_marginal_means,
     fit_mixed,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from freezestats.stats._multitest import adjust_p, holm
+from freezestats.stats.inference.multitest import adjust_p, holm
 
 
 @pytest.mark.parametrize("method", ["holm", "bonferroni"])

@@ -1,5 +1,5 @@
-"""Tests of freezestats.stats.noninferiority: exact values on a hand-made fit, the fixed sequence's stopping rule,
-Bonferroni across sizes, the baseline gate, and a small simulation of the error rates (bench/error_rates.py)."""
+"""Tests of freezestats.stats.inference.noninferiority: exact values on a hand-made fit, the fixed sequence's stopping
+rule, Bonferroni across sizes, the baseline gate, and a small simulation of the error rates (bench/error_rates.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, equivalence_tests, fit_mixed, simulate_results
-from freezestats.stats.noninferiority import (
+from freezestats.stats.inference.noninferiority import (
     default_margin,
     noninferiority_answer,
     noninferiority_sequence,

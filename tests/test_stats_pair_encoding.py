@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from freezestats.analysis import analyze
+from freezestats.analysis.pipeline import analyze
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import simulate_results
-from freezestats.stats.pair_encoding import PAIR_ENCODING_COLUMNS, pair_encoding_contrasts
+from freezestats.stats.comparisons.pair_encoding import PAIR_ENCODING_COLUMNS, pair_encoding_contrasts
 
 
 def _with_bi(frozen: int = 2, shift: float = -0.05) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -58,7 +58,7 @@ def test_analyze_fits_the_cross_runs_and_reports_the_contrast_beside_them() -> N
 
 
 def test_the_report_states_each_gap_and_plots_only_cross_runs(tmp_path) -> None:
-    from freezestats.analysis_io import summary_lines
+    from freezestats.analysis.summary import summary_lines
     from freezestats.report import build_report
     from freezestats.report.inputs import ReportInputs
 
@@ -79,7 +79,7 @@ def test_the_report_states_each_gap_and_plots_only_cross_runs(tmp_path) -> None:
 
 
 def test_a_cell_with_one_seed_pair_is_stated_without_an_interval() -> None:
-    from freezestats.report.pair_encoding import pair_encoding_lines
+    from freezestats.analysis.summary import pair_encoding_lines
 
     table, bi = _with_bi()
     one_pair = table[(table["pair_encoding"] == "cross") | (table["seed"] == bi["seed"].min())]

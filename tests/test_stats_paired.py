@@ -9,7 +9,7 @@ from statsmodels.stats.multitest import multipletests
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import simulate_results
-from freezestats.stats.paired import paired_contrasts
+from freezestats.stats.inference.paired import paired_contrasts
 
 
 def test_matches_ttest_rel_and_holm() -> None:

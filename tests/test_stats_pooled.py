@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import freezestats.stats.ftest as ftest
+import freezestats.stats.inference.ftest as ftest
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import simulate_results
-from freezestats.stats.ftest import TEST_COLUMNS
-from freezestats.stats.pooled import fit_pooled, task_interaction_test
+from freezestats.stats.comparisons.pooled_tasks import fit_pooled, task_interaction_test
+from freezestats.stats.inference.ftest import TEST_COLUMNS
 
 SMALL = {"frozen_levels": (0, 2, 8, 12), "train_sizes": (50, 200, 1000)}
 SDS = {50: 0.06, 200: 0.02, 1000: 0.005}

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.power import power_by_simulation, seeds_for_power
+from freezestats.stats.inference.power import power_by_simulation, seeds_for_power
 
 
 class _Fit:

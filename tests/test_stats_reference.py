@@ -1,4 +1,4 @@
-"""Tests of freezestats.stats.reference: the shipped blog appendix and the Welch comparison with it."""
+"""Tests of freezestats.stats.descriptive.reference: the shipped blog appendix and the Welch comparison with it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from scipy.stats import t as student_t
 from scipy.stats import ttest_ind_from_stats
 
 from freezestats.exceptions import DataError, ModelFitError
-from freezestats.stats.reference import compare_with_reference, load_reference
-from freezestats.stats.variance import cell_summary
+from freezestats.stats.descriptive.reference import compare_with_reference, load_reference
+from freezestats.stats.descriptive.variance import cell_summary
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "reference" / "blog2020_roberta_base.csv"
 

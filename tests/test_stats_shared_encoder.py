@@ -11,8 +11,8 @@ from _r_reference import r_reference
 from _scripts import load_script
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.shared_encoder import SHARED_ENCODER_COLUMNS, shared_encoder_contrasts
-from freezestats.stats.simulate import simulate_results
+from freezestats.stats.comparisons.shared_encoder import SHARED_ENCODER_COLUMNS, shared_encoder_contrasts
+from freezestats.stats.simulation.results import simulate_results
 
 # code -> (trained_with, frozen_layers); the group helps stsb only when 3 layers are frozen (the source's claim)
 SETTINGS = {0: ("stsb", 0), 1: ("stsb", 3), 2: ("g", 0), 3: ("g", 3)}
@@ -97,7 +97,7 @@ def test_a_cell_with_one_run_is_refused_not_given_a_near_zero_variance() -> None
 
 
 def test_analyze_fits_the_freeze_model_on_runs_alone_and_adds_the_shared_encoder_table() -> None:
-    from freezestats.analysis import analyze
+    from freezestats.analysis.pipeline import analyze
 
     table = _study(2)
     result = analyze(table, response="best_dev")
@@ -112,7 +112,7 @@ def test_analyze_fits_the_freeze_model_on_runs_alone_and_adds_the_shared_encoder
 def test_analyze_of_a_study_still_running_answers_at_the_finished_sizes() -> None:
     """The group has not run at n = 1000 yet: the shared-encoder table holds n = 200, and a warning names the
     cells still short at n = 1000; with no size finished, the refusal names them instead."""
-    from freezestats.analysis import analyze
+    from freezestats.analysis.pipeline import analyze
 
     table = _study(2)
     running = table[~((table["trained_with"] == "g") & (table["train_size"] == 1000) & (table["seed"] > 1))]
@@ -154,7 +154,7 @@ def test_the_report_gets_a_shared_encoder_section(tmp_path) -> None:
 
 
 def test_the_figure_shows_every_run_beside_its_settings_mean() -> None:
-    from freezestats.report.shared_encoder import shared_encoder_figure
+    from freezestats.report.sections.shared_encoder import shared_encoder_figure
 
     table = _study(4)
     fig = shared_encoder_figure(table, "stsb", "best_dev", "pearson")

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.simulate import simulate_results
-from freezestats.stats.strategies import STRATEGY_CONTRAST_COLUMNS, strategy_codes, strategy_contrasts
+from freezestats.stats.comparisons.strategies import STRATEGY_CONTRAST_COLUMNS, strategy_codes, strategy_contrasts
+from freezestats.stats.simulation.results import simulate_results
 
 # code -> (arm, arm_level): full fine-tuning, a frozen depth, a deterministic probe and a LoRA rank
 ARMS = {0: ("freeze", 0), 1: ("freeze", 4), 2: ("probe", 6), 3: ("lora", 16)}
@@ -87,7 +87,7 @@ def test_intervals_cover_the_true_differences() -> None:
 
 
 def test_noninferiority_is_holm_adjusted_within_a_size_and_the_answer_names_the_cheapest() -> None:
-    from freezestats.stats.strategies import strategy_answer, strategy_noninferiority
+    from freezestats.stats.comparisons.strategies import strategy_answer, strategy_noninferiority
 
     contrasts = strategy_contrasts(_study(3), "best_dev")
     ni = strategy_noninferiority(contrasts, margin=0.01)
@@ -114,7 +114,7 @@ def test_noninferiority_is_holm_adjusted_within_a_size_and_the_answer_names_the_
 
 
 def test_analyze_gives_a_table_of_several_arms_the_strategy_model_and_the_freeze_model_its_own_rows() -> None:
-    from freezestats.analysis import analyze
+    from freezestats.analysis.pipeline import analyze
 
     table = _study(4).assign(trainable_params=lambda t: t["arm"].map({"freeze": 2e7, "probe": 770, "lora": 3e5}))
     result = analyze(table, response="best_dev")
@@ -146,7 +146,7 @@ def test_the_report_answers_which_strategy(tmp_path) -> None:
 
 
 def test_the_probe_curve_needs_two_layers_and_draws_one_panel_per_probe_variant() -> None:
-    from freezestats.report.strategies import probe_curve_figure
+    from freezestats.report.sections.strategies import probe_curve_figure
 
     table = _study(6)
     assert probe_curve_figure(table, "best_dev", "accuracy") is None  # the probe read one layer only

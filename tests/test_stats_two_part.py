@@ -10,10 +10,10 @@ import pytest
 from _scripts import load_script
 from scipy import special, stats
 
-from freezestats.analysis import analyze
+from freezestats.analysis.pipeline import analyze
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed, simulate_results
-from freezestats.stats.two_part import two_part_contrasts
+from freezestats.stats.failures.two_part import two_part_contrasts
 
 
 def _study(fail_rate: float, rng: int = 5) -> pd.DataFrame:
@@ -86,8 +86,8 @@ def test_runs_straddling_the_failure_threshold_leave_the_answer_to_the_per_size_
     """Scenario a of bench/coverage.py (no collapses; deep cells near the majority rate): the default answers
     from the per-size model in most studies, where counting any cell with failed and healthy runs sent all of
     them to the two-part contrasts."""
-    from freezestats.stats.failures import flag_failures
-    from freezestats.stats.two_part import failures_within_cells
+    from freezestats.stats.failures.rates import flag_failures
+    from freezestats.stats.failures.two_part import failures_within_cells
 
     _, simulate, _ = _coverage_bench()
     went, mixed = [], []
@@ -151,7 +151,7 @@ def test_noninferiority_tests_an_asymmetric_table_on_its_lower_side() -> None:
 
 
 def test_only_failed_runs_far_below_their_cells_healthy_runs_send_the_answer_to_the_two_part_contrasts() -> None:
-    from freezestats.stats.two_part import failures_within_cells
+    from freezestats.stats.failures.two_part import failures_within_cells
 
     runs = simulate_results(tasks=("sst2",), seed_sd=0.01, resid_sd=0.01, rng=3)
     assert not failures_within_cells(runs, np.zeros(len(runs), dtype=bool), "heldout")

@@ -1,4 +1,4 @@
-"""Tests of freezestats.stats.variance against independent computations (statistics module, f_oneway)."""
+"""Tests of freezestats.stats.descriptive.variance against independent computations (statistics module, f_oneway)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import f_oneway
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.variance import cell_summary, seed_spread, spread_test
+from freezestats.stats.descriptive.variance import cell_summary, seed_spread, spread_test
 
 REFERENCE_CSV = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "reference" / "blog2020_roberta_base.csv")
 
@@ -222,7 +222,7 @@ def test_spread_test_errors() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Shared input validation (freezestats.stats._checks)
+# Shared input validation (freezestats.stats.design.checks)
 # --------------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Tests of freezestats.subsets: nesting, stratification of every prefix, determinism, errors."""
+"""Tests of freezestats.tasks.subsets: nesting, stratification of every prefix, determinism, errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from freezestats.exceptions import DataError, SpecError
-from freezestats.subsets import (
+from freezestats.tasks.subsets import (
     nested_order,
     nested_subsets,
     stratification_labels,

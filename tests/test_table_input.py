@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from freezestats.analysis import analyze
-from freezestats.analysis_input import MAX_MESSAGE, normalize_results, shorten
-from freezestats.cli import main
-from freezestats.stats.simulate import simulate_results
+from freezestats.analysis.pipeline import analyze
+from freezestats.cli.main import main
+from freezestats.stats.design.input_table import MAX_MESSAGE, normalize_results, shorten
+from freezestats.stats.simulation.results import simulate_results
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_one_seed_is_refused_by_every_model(table: pd.DataFrame, tmp_path: Path,
 
 def test_steps_that_fail_for_one_reason_say_it_once(table: pd.DataFrame) -> None:
     """Every step failing alike reads as the reason once, not once per step."""
-    from freezestats.analysis import _no_model_reason
+    from freezestats.analysis.pipeline import _no_model_reason
 
     reason = "a seed random effect needs at least 2 seeds"
     warnings = [

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from freezestats.backbone import load_tokenizer
-from freezestats.data import load_task_data
+from freezestats.encoder.backbone import load_tokenizer
 from freezestats.exceptions import SpecError, TrialFailed
-from freezestats.spec import TrainingSpec
-from freezestats.subsets import nested_subsets, validation_halves
+from freezestats.spec.study import TrainingSpec
 from freezestats.tasks import get_task
+from freezestats.tasks.data import load_task_data
+from freezestats.tasks.subsets import nested_subsets, validation_halves
 from freezestats.training import cpu_has_native_bf16, data_orders, encode_split, fine_tune, resolve_precision
 
 

@@ -9,10 +9,10 @@ import pytest
 from _factories import simple_spec, write_spec
 from optuna.trial import TrialState
 
-from freezestats.cli import main
+from freezestats.cli.main import main
 from freezestats.exceptions import SpecError
 from freezestats.runner._layout import AUTO, choose_workers, default_workers, parse_workers, usable_cores
-from freezestats.trials import load_study, open_storage
+from freezestats.study.trials import load_study, open_storage
 
 FILE_DB = "sqlite:///study.db"
 

@@ -13,9 +13,9 @@ import pytest
 from _factories import simple_spec, write_spec
 from optuna.trial import TrialState
 
-from freezestats.cli import main
-from freezestats.results import cell_status
-from freezestats.trials import load_study, open_storage
+from freezestats.cli.main import main
+from freezestats.results.export import cell_status
+from freezestats.study.trials import load_study, open_storage
 
 
 def _spec(tmp_path: Path, model: Path, **override) -> Path:
@@ -207,7 +207,7 @@ def test_wrong_postgres_password_is_one_clear_line(postgres_url: str, capsys: py
 def test_two_studies_in_one_database_never_mix(
     tmp_path: Path, tiny_model: Path, glue_dir: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from freezestats.results import results_table
+    from freezestats.results.export import results_table
 
     base = {"frozen_layers": [0], "train_sizes": [32], "seeds": [1]}
     for name, seeds in (("study-a", [1]), ("study-b", [1, 2])):
@@ -246,8 +246,8 @@ def test_a_worker_killed_between_two_suggests_requeues_the_whole_cell() -> None:
     """A trial failed while only part of its cell was read back must be requeued with every coordinate."""
     import optuna
 
-    from freezestats.cells import Cell
-    from freezestats.trials import cell_from_trial, enqueue_cells, requeue
+    from freezestats.study.cells import Cell
+    from freezestats.study.queue import cell_from_trial, enqueue_cells, requeue
 
     study = optuna.create_study()
     cell = Cell(task="sst2", frozen_layers=2, train_size=64, subset_draw=0, seed=1, learning_rate=5e-5)

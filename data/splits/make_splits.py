@@ -1,6 +1,6 @@
 """Write the nested stratified train subsets of the shipped GLUE studies as index files.
 
-freezestats draws these subsets itself at run time (``freezestats.subsets.nested_subsets``) and stores
+freezestats draws these subsets itself at run time (``freezestats.tasks.subsets.nested_subsets``) and stores
 them in every study; shipping them as files lets anyone audit or reuse the exact examples without
 running anything. ``tests/test_splits.py`` recomputes them from the GLUE data, so they cannot drift.
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from freezestats.data import load_task_data
-from freezestats.subsets import nested_subsets
 from freezestats.tasks import get_task
+from freezestats.tasks.data import load_task_data
+from freezestats.tasks.subsets import nested_subsets
 
 SIZES = (50, 100, 200, 500, 1000)
 TASKS = ("sst2", "cola")

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from freezestats.analysis import Analysis, analyze
-from freezestats.item_predictions import read_item_predictions
-from freezestats.stats.reference import compare_with_reference
+from freezestats.analysis.pipeline import Analysis, analyze
+from freezestats.results.item_predictions import read_item_predictions
+from freezestats.stats.descriptive.reference import compare_with_reference
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -184,7 +184,7 @@ def power_section(analysis: Analysis) -> list[str]:
 
 def cpu_runs() -> pd.DataFrame:
     """The CPU replication's completed runs (a copy of its database: the export must not touch the original)."""
-    from freezestats.results import export_results
+    from freezestats.results.export import export_results
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "study.db"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from freezestats.analysis import Analysis, analyze, load_results
+from freezestats.analysis.pipeline import Analysis, analyze, load_results
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"

@@ -22,11 +22,12 @@ from freezestats.arms._base import Arm
 from freezestats.arms._freeze import FreezeArm
 from freezestats.arms._lora import LoraArm
 from freezestats.arms._probe import ProbeArm
-from freezestats.arms._registry import ENTRY_POINT_GROUP, available_arms, get_arm, load_plugins, register_arm
+from freezestats.arms._registry import available_arms, get_arm, register_arm
 from freezestats.arms._reinit import ReinitArm
+from freezestats.spec.arm_kinds import ENTRY_POINT_GROUP, load_plugins
 
 if TYPE_CHECKING:
-    from freezestats.spec import StudySpec
+    from freezestats.spec.study import StudySpec
 
 __all__ = [
     "ENTRY_POINT_GROUP",

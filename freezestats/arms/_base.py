@@ -10,63 +10,30 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
+
+from freezestats.spec.arm_kinds import ArmKind
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from freezestats.spec import StudySpec
-    from freezestats.training import RunOutcome
+    from freezestats.spec.study import StudySpec
+    from freezestats.training._outcome import RunOutcome
 
 __all__ = ["Arm"]
 
 
-class Arm(abc.ABC):
+class Arm(ArmKind, abc.ABC):
     """One arm of a study: a family of models indexed by an integer *level* on :attr:`level_axis`.
+
+    What its ``[[arms]]`` table holds (the level axis, options, checks) is its kind
+    (:class:`~freezestats.spec.arm_kinds.ArmKind`): a built-in arm subclasses its declared kind as well.
 
     Subclasses are registered with :func:`~freezestats.arms.register_arm`, which sets :attr:`name`.
     An instance carries the arm's options as the spec sets them (:meth:`from_spec`); two instances with
     the same options must build the same model for the same level and seed, or resumed studies would mix
     different experiments under one name.
     """
-
-    name: ClassVar[str] = ""
-    """The registered name (what a spec and the results call the arm)."""
-    level_axis: ClassVar[str] = "frozen_layers"
-    """The grid axis that holds this arm's levels: the key of an ``[[arms]]`` table that lists them."""
-    uses_learning_rate: ClassVar[bool] = True
-    """Whether the arm trains by gradient steps (a probe fits in closed form: it has no rate)."""
-    default_learning_rate: ClassVar[float | None] = None
-    """The arm's rate when its ``[[arms]]`` table gives none; ``None``: ``training.learning_rate`` (full FT's)."""
-    option_defaults: ClassVar[Mapping[str, Any]] = {}
-    """The options an ``[[arms]]`` table may set besides the levels and the rate, with their defaults."""
-    option_axes: ClassVar[tuple[str, ...]] = ()
-    """Options given as lists: the table becomes one arm variant per value (e.g. a probe's pooling)."""
-
-    @classmethod
-    def check_level(cls, value: Any) -> int | str:
-        """A level as an ``[[arms]]`` table writes it, checked; raises ``ValueError`` saying what is allowed.
-
-        Levels are integers (``-1`` and up); an arm with symbolic levels (``"last"``) overrides this and
-        :meth:`resolve_level`.
-        """
-        if isinstance(value, bool) or not isinstance(value, int) or value < -1:
-            raise ValueError(f"must be an integer >= -1, but got {value!r}")
-        return value
-
-    @classmethod
-    def check_option(cls, key: str, value: Any) -> Any:
-        """One option's value, checked (a single value, also for an option axis); raises ``ValueError``."""
-        default = cls.option_defaults[key]
-        number = isinstance(default, float) and isinstance(value, (int, float))  # an int is a fine float
-        if isinstance(default, bool) != isinstance(value, bool) or not (number or isinstance(value, type(default))):
-            raise ValueError(f"must be a {type(default).__name__}, but got {value!r}")
-        return value
-
-    @classmethod
-    def resolve_level(cls, level: int | str, n_layers: int) -> int:
-        """The integer level a spec's level means for a model with ``n_layers`` blocks (cells hold these)."""
-        return int(level)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Arm:

@@ -1,35 +1,34 @@
 """The ``freeze`` arm: freeze the embeddings and the first ``k`` encoder layers, fine-tune the rest.
 
-It wraps the freezing strategies of :mod:`freezestats.freezing` (``[model] strategy`` picks one), so a
+It wraps the freezing strategies of :mod:`freezestats.encoder.freezing` (``[model] strategy`` picks one), so a
 study run before arms existed trains exactly the same models, and its cells keep their keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from freezestats.arms._base import Arm
 from freezestats.arms._registry import register_arm
+from freezestats.spec.arm_kinds import FreezeKind
+from freezestats.training.model_builder import FreezePrefix
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from freezestats.spec import StudySpec
+    from freezestats.spec.study import StudySpec
 
 __all__ = ["FreezeArm"]
 
 
 @register_arm("freeze")
-class FreezeArm(Arm):
+class FreezeArm(Arm, FreezeKind):
     """Freeze depth ``k`` (``frozen_layers``): -1 the embeddings only, 0 nothing, ``k`` embeddings + ``k`` layers.
 
-    ``strategy`` names the registered freezing strategy (:func:`freezestats.freezing.register_strategy`)
-    that sets ``requires_grad`` for a depth; the default, ``freeze``, is :func:`freezestats.freezing.freeze`.
+    ``strategy`` names the registered freezing strategy (:func:`freezestats.encoder.freezing.register_strategy`)
+    that sets ``requires_grad`` for a depth; the default, ``freeze``, is :func:`freezestats.encoder.freezing.freeze`.
     """
-
-    level_axis = "frozen_layers"
-    option_defaults: ClassVar[Mapping[str, Any]] = {"strategy": "freeze"}
 
     def __init__(self, strategy: str = "freeze") -> None:
         self.strategy = strategy
@@ -55,10 +54,9 @@ class FreezeArm(Arm):
         return range(-1, n_layers + 1)
 
     def prepare_model(self, model: nn.Module, level: int) -> nn.Module:
-        self._strategy()(model, level)
-        return model
+        return FreezePrefix(self.strategy).prepare_model(model, level)
 
     def _strategy(self) -> Any:
-        from freezestats.freezing import get_strategy  # imports torch: only when a model is built or checked
+        from freezestats.encoder.freezing import get_strategy  # imports torch: only when a model is built or checked
 
         return get_strategy(self.strategy)

@@ -4,8 +4,8 @@ Hu et al. (2021, *LoRA*) adapt RoBERTa to GLUE with rank-``r`` updates of the qu
 of every layer, ``alpha = r`` (scaling 1) and a learning rate about ten times full fine-tuning's (5e-4
 on SST-2, 4e-4 on CoLA for RoBERTa-base); those are this arm's defaults. The adapters are injected with
 ``peft.inject_adapter_in_model``, which keeps the transformers model itself (so the trainer, the
-evaluator and :func:`~freezestats.freezing.locate_encoder` see the classifier they know) and freezes
-every pretrained weight. The head (pooler and classifier, as :class:`~freezestats.freezing.EncoderParts`
+evaluator and :func:`~freezestats.encoder.freezing.locate_encoder` see the classifier they know) and freezes
+every pretrained weight. The head (pooler and classifier, as :class:`~freezestats.encoder.freezing.EncoderParts`
 defines it) then trains in full, like the ``freeze`` arm's at depth ``L``: a LoRA cell is that cell
 plus the adapters.
 
@@ -15,17 +15,18 @@ plus the adapters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from freezestats.arms._base import Arm
 from freezestats.arms._registry import register_arm
 from freezestats.exceptions import ModelError
+from freezestats.spec.arm_kinds import MAX_RANK, LoraKind
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from freezestats.spec import StudySpec
+    from freezestats.spec.study import StudySpec
 
 __all__ = ["TARGET_MODULES", "LoraArm", "lora_targets"]
 
@@ -37,16 +38,11 @@ TARGET_MODULES: tuple[tuple[str, ...], ...] = (
 )
 """The attention projections adapted, per model family: the first set whose names all occur in the layers."""
 
-MAX_RANK = 1024
 
 
 @register_arm("lora")
-class LoraArm(Arm):
+class LoraArm(Arm, LoraKind):
     """``rank = r``: rank-``r`` adapters on the query and value projections of every layer; the head trains."""
-
-    level_axis = "rank"
-    default_learning_rate = 5e-4
-    option_defaults: ClassVar[Mapping[str, Any]] = {"scaling": 1.0, "dropout": 0.1}
 
     def __init__(self, scaling: float = 1.0, dropout: float = 0.1) -> None:
         self.scaling = float(scaling)
@@ -59,21 +55,6 @@ class LoraArm(Arm):
                 return cls.from_options(variant.options)
         return cls()
 
-    @classmethod
-    def check_level(cls, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RANK:
-            raise ValueError(f"must be an integer in 1..{MAX_RANK} (the adapters' rank), but got {value!r}")
-        return value
-
-    @classmethod
-    def check_option(cls, key: str, value: Any) -> Any:
-        value = super().check_option(key, value)
-        if key == "scaling" and not value > 0:
-            raise ValueError(f"must be > 0 (alpha / rank), but got {value!r}")
-        if key == "dropout" and not 0 <= value < 1:
-            raise ValueError(f"must lie in [0, 1), but got {value!r}")
-        return float(value)
-
     def options(self) -> dict[str, Any]:
         return {"scaling": self.scaling, "dropout": self.dropout}
 
@@ -83,7 +64,7 @@ class LoraArm(Arm):
     def prepare_model(self, model: nn.Module, level: int) -> nn.Module:
         from peft import LoraConfig, inject_adapter_in_model
 
-        from freezestats.freezing import locate_encoder
+        from freezestats.encoder.freezing import locate_encoder
 
         config = LoraConfig(
             r=level,
@@ -103,7 +84,7 @@ def lora_targets(model: nn.Module) -> tuple[str, ...]:
     """The names of the attention projections to adapt in ``model`` (see :data:`TARGET_MODULES`)."""
     from torch import nn
 
-    from freezestats.freezing import locate_encoder
+    from freezestats.encoder.freezing import locate_encoder
 
     names = {
         name.rsplit(".", 1)[-1]

@@ -1,6 +1,7 @@
 """Fit and score one probe cell: cross-validated L2 logistic (or ridge) regression on cached frozen features.
 
-Apart from :mod:`freezestats.arms._probe` (the arm and its feature cache) because this half is pure
+Apart from :mod:`freezestats.arms._probe` (the arm) and :mod:`freezestats.arms._probe_features` (the feature cache)
+because this half is pure
 scikit-learn and numpy on arrays: what it returns is the :class:`~freezestats.training.RunOutcome` every
 arm returns, with a one-point learning curve (see that module for how the three metrics map onto it).
 """
@@ -13,12 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from freezestats.arms._probe import C_GRID, features
+from freezestats.arms._probe_features import encoder, features
 
 if TYPE_CHECKING:
-    from freezestats.arms._probe import ProbeArm
     from freezestats.tasks import TaskConfig
-    from freezestats.training import EncodedSplit, RunOutcome
+    from freezestats.training._encoding import EncodedSplit
+    from freezestats.training._outcome import RunOutcome
+
+C_GRID = tuple(float(c) for c in np.logspace(-4, 2, 7))
+"""The inverse regularisation strengths cross-validated (the ridge's ``alpha`` runs over their inverses)."""
 
 __all__ = ["fit_probe"]
 
@@ -27,7 +31,7 @@ _ABSENT_LOGIT = -1e4
 
 
 def fit_probe(
-    arm: ProbeArm,
+    pooling: str,
     level: int,
     *,
     model_name: str,
@@ -44,17 +48,19 @@ def fit_probe(
 ) -> RunOutcome:
     """The probe of layer ``level`` fitted on ``train`` and scored on ``validation``; the loop's other inputs
     (seed, learning rate, prefix cache) do not apply and are ignored."""
-    from freezestats.metrics import compute_metrics, summarize_curve
-    from freezestats.predictions import Checkpoint
-    from freezestats.training import RunOutcome, resolve_device
+    from freezestats.tasks.curve import summarize_curve
+    from freezestats.tasks.metrics import compute_metrics
+    from freezestats.training import resolve_device
     from freezestats.training._measure import Meter
+    from freezestats.training._outcome import RunOutcome
+    from freezestats.training.predictions import Checkpoint
 
     meter = Meter()
     device = resolve_device(training.device)
     meter.watch(device)
     batch = training.eval_batch_size
-    x_train, train_cached = features(model_name, train, tokenizer, arm.pooling, batch, device)
-    x_dev, dev_cached = features(model_name, validation, tokenizer, arm.pooling, batch, device)
+    x_train, train_cached = features(model_name, train, tokenizer, pooling, batch, device)
+    x_dev, dev_cached = features(model_name, validation, tokenizer, pooling, batch, device)
     x_train, x_dev = x_train[:, level, :], x_dev[:, level, :]
     fit = _fit(x_train, train.labels, task, metric)
     predictions, logits = _predict(fit.model, x_dev, task)
@@ -136,7 +142,7 @@ def _constant_or_default(pipeline: Any, x: np.ndarray, y: np.ndarray, task: Task
 
 def _scorer(metric: str) -> Callable[[Any, np.ndarray, np.ndarray], float]:
     """Score a fold on the task's primary metric (an undefined value, e.g. MCC of a constant fold, is 0)."""
-    from freezestats.metrics import compute_metrics
+    from freezestats.tasks.metrics import compute_metrics
 
     def score(estimator: Any, x: np.ndarray, y: np.ndarray) -> float:
         value = compute_metrics([metric], estimator.predict(x), y)[metric]
@@ -166,7 +172,7 @@ def _point(
     score_idx: np.ndarray,
 ) -> dict[str, Any]:
     """The curve's one point, shaped like the evaluator's: every metric on the whole set, the primary on the halves."""
-    from freezestats.metrics import compute_metrics
+    from freezestats.tasks.metrics import compute_metrics
 
     metrics = compute_metrics(task.metrics, predictions, labels)
     return {
@@ -197,6 +203,4 @@ def _train_loss(model: Any, x: np.ndarray, y: np.ndarray, task: TaskConfig) -> f
 
 
 def _encoder_parameters(model_name: str, device: Any) -> Any:
-    from freezestats.arms._probe import _encoder
-
-    return _encoder(model_name, device).parameters()
+    return encoder(model_name, device).parameters()

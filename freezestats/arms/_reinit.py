@@ -19,23 +19,22 @@ from typing import TYPE_CHECKING, Any
 
 from freezestats.arms._base import Arm
 from freezestats.arms._registry import register_arm
+from freezestats.spec.arm_kinds import ReinitKind
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from freezestats.spec import StudySpec
+    from freezestats.spec.study import StudySpec
 
 __all__ = ["ReinitArm", "reinit_modules"]
 
 
 @register_arm("reinit")
-class ReinitArm(Arm):
+class ReinitArm(Arm, ReinitKind):
     """``top_layers = k``: the top ``k`` encoder layers and the pooler get fresh weights; every parameter trains.
 
     ``k = 0`` is plain full fine-tuning (the same run as the ``freeze`` arm at depth 0, seed for seed).
     """
-
-    level_axis = "top_layers"
 
     @classmethod
     def from_spec(cls, spec: StudySpec) -> ReinitArm:
@@ -46,12 +45,6 @@ class ReinitArm(Arm):
 
     def valid_levels(self, n_layers: int) -> Sequence[int]:
         return range(0, n_layers + 1)
-
-    @classmethod
-    def check_level(cls, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"must be an integer >= 0 (the number of top layers re-initialised), but got {value!r}")
-        return value
 
     def prepare_model(self, model: nn.Module, level: int) -> nn.Module:
         model.requires_grad_(True)
@@ -67,7 +60,7 @@ def reinit_modules(model: nn.Module, top_layers: int) -> list[nn.Module]:
     next-sentence prediction: Zhang et al. re-initialise it with the layers. The classifier head is new
     in every arm anyway.
     """
-    from freezestats.freezing import locate_encoder
+    from freezestats.encoder.freezing import locate_encoder
 
     layers = locate_encoder(model).layers
     if not 0 <= top_layers <= len(layers):

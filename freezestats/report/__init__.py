@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from freezestats.analysis import write_analysis
+from freezestats.analysis.result import write_analysis
 from freezestats.exceptions import ReportError
 
 __all__ = ["ReportResult", "build_report"]

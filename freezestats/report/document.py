@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from freezestats._resources import bundled_path
-from freezestats.analysis_io import runs_counted
+from freezestats.analysis.summary import runs_counted
 from freezestats.report import figures as F
 from freezestats.report import text
-from freezestats.report.comparisons import compute_section, lee_section, reference_section
 from freezestats.report.inputs import ReportInputs
-from freezestats.report.model_details import appendix, model_section, p_text
-from freezestats.report.pair_encoding import pair_encoding_section
-from freezestats.report.shared_encoder import shared_encoder_section
-from freezestats.report.strategies import strategy_section
+from freezestats.report.sections.comparisons import compute_section, lee_section, reference_section
+from freezestats.report.sections.model_details import appendix, model_section, p_text
+from freezestats.report.sections.pair_encoding import pair_encoding_section
+from freezestats.report.sections.shared_encoder import shared_encoder_section
+from freezestats.report.sections.strategies import strategy_section
 from freezestats.report.tables import fmt_num, present, sorted_cells
 from freezestats.report.writer import Writer, heading, task_table, why_missing
+from freezestats.tasks.bundled import bundled_path
 
 if TYPE_CHECKING:
     pass

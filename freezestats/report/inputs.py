@@ -15,8 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from freezestats.analysis import RESULTS_FILE, STUDY_FILE, Analysis, analyze, load_results, load_study_record
-from freezestats.analysis import read_analysis as _read_analysis
+from freezestats.analysis.pipeline import analyze, load_results, load_study_record
+from freezestats.analysis.result import RESULTS_FILE, STUDY_FILE, Analysis
+from freezestats.analysis.result import read_analysis as _read_analysis
 from freezestats.exceptions import FreezestatsError, ModelFitError
 
 __all__ = ["ReportInputs", "gather_inputs", "ols_cross_check"]
@@ -52,7 +53,7 @@ class ReportInputs:
         only unless ``all_arms`` (the strategy section's)."""
         if self.runs is None:
             return None
-        from freezestats.analysis_arms import freeze_rows
+        from freezestats.analysis.arms import freeze_rows
 
         runs = self.runs[self.runs["task"] == task]
         if "role" in runs.columns:
@@ -100,13 +101,13 @@ def gather_inputs(
         ran = False
     else:
         if storage is None and results is None:
-            from freezestats.trials import DEFAULT_STORAGE
+            from freezestats.study.storage import DEFAULT_STORAGE
 
             storage = DEFAULT_STORAGE
         runs = load_results(storage, results, study_name)
         if storage is not None:
             study = load_study_record(storage, study_name)
-        from freezestats.item_predictions import load_item_table
+        from freezestats.results.item_predictions import load_item_table
 
         items, why_not = load_item_table(storage, predictions, study_name, runs=runs)
         analysis = analyze(
@@ -139,7 +140,8 @@ def ols_cross_check(inputs: ReportInputs) -> pd.DataFrame | None:
     settings = inputs.analysis.settings
     if inputs.runs is None or settings.get("model") == "ols":
         return None
-    from freezestats.stats import contrasts_vs_reference, fit_ols
+    from freezestats.stats.inference.emm import contrasts_vs_reference
+    from freezestats.stats.models.ols import fit_ols
 
     parts = []
     for task in settings.get("tasks", []):

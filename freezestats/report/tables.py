@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from freezestats.analysis.summary import fmt_p
 from freezestats.report.figures import frozen_label, frozen_order
 
 __all__ = ["blog_table", "count_range", "fmt_num", "fmt_p", "markdown", "present", "sorted_cells"]
@@ -41,17 +42,6 @@ def count_range(counts: pd.Series, noun: str) -> str:
     """How many ``noun`` the cells have: "3 seeds", or "3–5 seeds" where a study is unbalanced."""
     lo, hi = int(counts.min()), int(counts.max())
     return f"{lo} {noun}" if lo == hi else f"{lo}–{hi} {noun}"
-
-
-def fmt_p(value: object) -> str:
-    """p values: three significant digits, ``< 0.001`` below that."""
-    try:
-        p = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return "–"
-    if not np.isfinite(p):
-        return "–"
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _escape(text: str) -> str:

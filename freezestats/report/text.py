@@ -14,11 +14,12 @@ from typing import Any
 import pandas as pd
 
 from freezestats import __version__
-from freezestats.analysis_io import SECOND_MODE, runs_counted
+from freezestats.analysis.result import SECOND_MODE
+from freezestats.analysis.summary import runs_counted
 from freezestats.report.figures import frozen_label, frozen_order
 from freezestats.report.inputs import ReportInputs
-from freezestats.report.pair_encoding import pair_encoding_methods
-from freezestats.report.shared_encoder import group_methods
+from freezestats.report.sections.pair_encoding import pair_encoding_methods
+from freezestats.report.sections.shared_encoder import group_methods
 from freezestats.report.tables import count_range
 
 __all__ = ["answer", "colophon", "frozen_dropout", "methods", "metric_name", "n_layers"]

@@ -24,29 +24,18 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from freezestats.cells import Cell
-from freezestats.interrupts import InterruptGate
 from freezestats.runner._pool import WorkerPool, finished_runs
 from freezestats.runner._prepare import PreparedStudy, PreparedTask, prepare_study
 from freezestats.runner._progress import Progress
 from freezestats.runner._provenance import store_study_attrs
 from freezestats.runner._search import grid_after_search
 from freezestats.runner._trial import run_cell
-from freezestats.spec import StudySpec
-from freezestats.trials import (
-    INTERRUPTED,
-    SPEC_ATTR,
-    artifact_dir_for,
-    create_or_load_study,
-    enqueue_cells,
-    is_enqueued_cell,
-    load_study,
-    open_storage,
-    requeue,
-    set_user_attrs,
-    suggest_cell,
-    trials_by_cell,
-)
+from freezestats.runner.interrupts import InterruptGate
+from freezestats.spec.study import StudySpec
+from freezestats.study.cells import Cell
+from freezestats.study.queue import INTERRUPTED, enqueue_cells, is_enqueued_cell, requeue, trials_by_cell
+from freezestats.study.storage import artifact_dir_for, open_storage
+from freezestats.study.trials import SPEC_ATTR, create_or_load_study, load_study, set_user_attrs, suggest_cell
 
 __all__ = ["PreparedStudy", "PreparedTask", "RunReport", "prepare_study", "run_study", "work_study"]
 
@@ -181,7 +170,7 @@ class _Runner:
     ) -> None:
         from optuna.artifacts import FileSystemArtifactStore
 
-        from freezestats.prefix_cache import PrefixCache
+        from freezestats.encoder.prefix_cache import PrefixCache
 
         self.prepared = prepared
         self.spec = prepared.spec

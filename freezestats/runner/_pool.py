@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from freezestats.exceptions import StorageError
 from freezestats.runner._layout import usable_cores
-from freezestats.trials import is_enqueued_cell
+from freezestats.study.queue import is_enqueued_cell
 
 __all__ = ["WorkerPool"]
 
@@ -76,7 +76,7 @@ class WorkerPool:
                     time.sleep(1.0)
             except KeyboardInterrupt:
                 # SIGTERM, not SIGINT: a worker started from a background job inherits SIGINT ignored, while
-                # its gate (freezestats.interrupts) takes SIGTERM as the same request and requeues its cell.
+                # its gate (freezestats.runner.interrupts) takes SIGTERM as the same request and requeues its cell.
                 for p in procs:
                     if p.poll() is None:
                         p.send_signal(signal.SIGTERM)

@@ -14,17 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from freezestats.arms import Arm, arms_for_spec, get_arm
-from freezestats.backbone import load_tokenizer, n_layers_of
-from freezestats.cells import Cell, grid_cells, group_cells, search_cells
-from freezestats.data import TaskData, load_task_data
+from freezestats.arms import arms_for_spec
+from freezestats.arms._base import Arm
+from freezestats.arms._registry import get_arm
+from freezestats.encoder.backbone import load_tokenizer, n_layers_of
 from freezestats.exceptions import SpecError
-from freezestats.spec import CROSS, FULL, StudySpec, check_against
-from freezestats.subsets import nested_subsets, validation_halves
+from freezestats.spec.grid import FULL
+from freezestats.spec.pairs import CROSS
+from freezestats.spec.study import StudySpec, check_against
+from freezestats.study.cells import Cell, grid_cells, group_cells, search_cells
 from freezestats.tasks import get_task
+from freezestats.tasks.data import TaskData, load_task_data
+from freezestats.tasks.subsets import nested_subsets, validation_halves
 
 if TYPE_CHECKING:
-    from freezestats.training import EncodedSplit
+    from freezestats.training._encoding import EncodedSplit
 
 __all__ = ["PreparedStudy", "PreparedTask", "encoded_splits", "prepare_study"]
 
@@ -136,7 +140,7 @@ def _prepare_task(spec: StudySpec, data: TaskData, pool_size: int) -> PreparedTa
 
 def encoded_splits(prepared: PreparedStudy, cell: Cell) -> tuple[EncodedSplit, EncodedSplit]:
     """The cell's train subset and the validation set, tokenized once per task and process."""
-    from freezestats.training import encode_split
+    from freezestats.training._encoding import encode_split
 
     task = prepared.tasks[cell.task]
     encoding = cell.pair_encoding if task.data.task.is_pair else CROSS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from freezestats.cells import Cell, CellRole
+from freezestats.study.cells import Cell, CellRole
 
 __all__ = ["Progress"]
 

@@ -19,8 +19,8 @@ import optuna
 from freezestats import __version__
 from freezestats.exceptions import StorageError
 from freezestats.runner._prepare import PreparedStudy
-from freezestats.spec import FULL
-from freezestats.trials import set_user_attrs
+from freezestats.spec.grid import FULL
+from freezestats.study.trials import set_user_attrs
 
 __all__ = ["library_versions", "store_study_attrs"]
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from freezestats.cells import Cell, grid_cells, reusable_search_cell, search_cells
-from freezestats.lr_search import choose_rates, rate_means, search_score
-from freezestats.spec import StudySpec
-from freezestats.trials import copy_trial, set_user_attrs, trials_by_cell
+from freezestats.spec.study import StudySpec
+from freezestats.study.cells import Cell, grid_cells, reusable_search_cell, search_cells
+from freezestats.study.lr_search import choose_rates, rate_means, search_score
+from freezestats.study.queue import trials_by_cell
+from freezestats.study.trials import copy_trial, set_user_attrs
 
 __all__ = ["grid_after_search"]
 

@@ -1,7 +1,7 @@
 """What one trial does: train its cell with the study's arm, keep the predictions, build its record.
 
-The record is a :class:`~freezestats.record.TrialRecord`, the one definition of what a trial exports; the
-caller (the runner's objective) stores :meth:`~freezestats.record.TrialRecord.attrs` with the trial.
+The record is a :class:`~freezestats.results.record.TrialRecord`, the one definition of what a trial exports; the
+caller (the runner's objective) stores :meth:`~freezestats.results.record.TrialRecord.attrs` with the trial.
 """
 
 from __future__ import annotations
@@ -16,20 +16,21 @@ from typing import TYPE_CHECKING, Any
 import optuna
 import pandas as pd
 
-from freezestats.backbone import load_tokenizer
-from freezestats.cells import Cell
-from freezestats.lr_search import select_half_best
-from freezestats.metrics import is_failed_run, majority_baseline
-from freezestats.predictions import checkpoint_counts, predictions_frame
-from freezestats.record import GroupTrialRecord, TrialRecord
+from freezestats.encoder.backbone import load_tokenizer
+from freezestats.results.record import GroupTrialRecord, TrialRecord
 from freezestats.runner._prepare import PreparedStudy, encoded_splits
 from freezestats.runner._provenance import library_versions
-from freezestats.spec import CROSS
+from freezestats.spec.pairs import CROSS
+from freezestats.study.cells import Cell
+from freezestats.study.lr_search import select_half_best
+from freezestats.tasks.metrics import is_failed_run, majority_baseline
+from freezestats.training.predictions import checkpoint_counts, predictions_frame
 
 if TYPE_CHECKING:
-    from freezestats.prefix_cache import PrefixCache
-    from freezestats.spec import GroupSpec
-    from freezestats.training import EncodedSplit, RunOutcome
+    from freezestats.encoder.prefix_cache import PrefixCache
+    from freezestats.spec.groups import GroupSpec
+    from freezestats.training._encoding import EncodedSplit
+    from freezestats.training._outcome import RunOutcome
 
 __all__ = ["run_cell"]
 
@@ -115,7 +116,7 @@ def _run_group_cell(
     interruptible: Callable[[], AbstractContextManager[None]],
 ) -> GroupTrialRecord:
     """Train the group's shared encoder on each task's subset of the cell's size; one record per task."""
-    from freezestats.multitask import GroupMember, fine_tune_group
+    from freezestats.training.multitask.train import GroupMember, fine_tune_group
 
     spec = prepared.spec
     members = []

@@ -1,45 +1,34 @@
 """Statistics of a results table (the "models" stage): one function per analysis, tidy DataFrames out.
 
 Each analysis takes the long results table (one row per run, as ``freezestats export`` writes it) or a
-fit, and returns a tidy DataFrame or a frozen fit object; nothing here prints or rounds. Modules: ``models``
-(mixed / OLS / GLMM fits, the interaction test), ``emm`` (marginal means, contrasts, equivalence),
-``variance`` (cell summaries, seed spread, Brown–Forsythe), ``failures`` (failure rates and flags),
-``failure_trend`` (the failure model), ``lee`` (relative quality, the 90% operating point), ``pooled`` (all tasks
-in one model), ``paired`` (contrasts by seed), ``noninferiority`` (the answer as a fixed-sequence test),
-``laplace`` (the binomial GLMM's maximum-likelihood core), ``power``, ``reference`` (the published figures) and
-``simulate`` (blog-shaped tables with known effects).
+fit, and returns a tidy DataFrame or a frozen fit object; nothing here prints or rounds. The public functions
+are importable from here; the code sits in one folder per job: ``design`` (the input checks and the fixed-effects
+design), ``models`` (mixed / OLS / GLMM fits), ``inference`` (marginal means, contrasts, tests, multiplicity, the
+non-inferiority answer, power), ``failures`` (collapsed runs), ``items`` (the evaluation items' uncertainty),
+``lee`` (Lee et al.'s operating point), ``descriptive`` (cell summaries, the published figures), ``comparisons``
+(arms, shared encoder, pair encoding, all tasks in one model) and ``simulation`` (tables with known effects).
 """
 
 from __future__ import annotations
 
-from freezestats.stats.emm import contrasts_vs_reference, equivalence_tests, estimated_marginal_means
-from freezestats.stats.failure_trend import failure_model
-from freezestats.stats.failures import failure_rates, failure_summary, flag_failures
-from freezestats.stats.glmm import marginal_accuracy
-from freezestats.stats.lee import lee_ratio_tests, operating_point, relative_scores
-from freezestats.stats.models import (
-    FitDiagnostics,
-    FixedEffectsFit,
-    GlmmFit,
-    MixedFit,
-    OlsFit,
-    fit_glmm,
-    fit_mixed,
-    fit_ols,
-    interaction_test,
-)
-from freezestats.stats.noninferiority import (
-    default_margin,
-    noninferiority_answer,
-    noninferiority_sequence,
-    reference_beats_baseline,
-)
-from freezestats.stats.paired import paired_contrasts
-from freezestats.stats.pooled import PooledFit, fit_pooled, task_interaction_test
-from freezestats.stats.power import power_by_simulation, seeds_for_power
-from freezestats.stats.reference import compare_with_reference, load_reference
-from freezestats.stats.simulate import simulate_results, true_cell_means
-from freezestats.stats.variance import cell_summary, seed_spread, spread_test
+from freezestats.stats.comparisons.pooled_tasks import PooledFit, fit_pooled, task_interaction_test
+from freezestats.stats.descriptive.reference import compare_with_reference, load_reference
+from freezestats.stats.descriptive.variance import cell_summary, seed_spread, spread_test
+from freezestats.stats.design.model_frame import FitDiagnostics, FixedEffectsFit
+from freezestats.stats.failures.rates import failure_rates, failure_summary, flag_failures
+from freezestats.stats.failures.trend import failure_model
+from freezestats.stats.inference.answer import noninferiority_answer
+from freezestats.stats.inference.emm import contrasts_vs_reference, equivalence_tests, estimated_marginal_means
+from freezestats.stats.inference.noninferiority import default_margin, noninferiority_sequence, reference_beats_baseline
+from freezestats.stats.inference.paired import paired_contrasts
+from freezestats.stats.inference.power import power_by_simulation, seeds_for_power
+from freezestats.stats.lee.operating_point import operating_point, relative_scores
+from freezestats.stats.lee.ratio_tests import lee_ratio_tests
+from freezestats.stats.models.glmm import GlmmFit, fit_glmm, marginal_accuracy
+from freezestats.stats.models.mixed import fit_mixed, interaction_test
+from freezestats.stats.models.mixed_fit import MixedFit
+from freezestats.stats.models.ols import OlsFit, fit_ols
+from freezestats.stats.simulation.results import simulate_results, true_cell_means
 
 __all__ = [
     "FitDiagnostics",

@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from freezestats.arms import Arm, FreezeArm
-from freezestats.backbone import load_classifier
+from freezestats.encoder.backbone import load_classifier
+from freezestats.encoder.freezing import locate_encoder
+from freezestats.encoder.pair_encoding import SECOND, check_pair_encoding, drop_unused_pooler, pair_model
+from freezestats.encoder.prefix_cache import PrefixCache
 from freezestats.exceptions import SpecError
-from freezestats.freezing import locate_encoder
-from freezestats.pair_encoding import CROSS, SECOND, check_pair_encoding, drop_unused_pooler, pair_model
-from freezestats.prefix_cache import PrefixCache
-from freezestats.spec import TrainingSpec
+from freezestats.spec.pairs import CROSS
+from freezestats.spec.training import TrainingSpec
 from freezestats.tasks import TaskConfig
 from freezestats.training._encoding import EncodedSplit, encode_split
 from freezestats.training._evaluator import Evaluator
@@ -42,6 +42,7 @@ from freezestats.training._loop import Schedule, TrainingSteps
 from freezestats.training._measure import Measurements, Meter
 from freezestats.training._outcome import RunOutcome
 from freezestats.training._prefix import FrozenPrefix, wire_prefix_cache
+from freezestats.training.model_builder import FreezePrefix, ModelBuilder
 
 __all__ = [
     "EncodedSplit",
@@ -113,7 +114,7 @@ def fine_tune(
     training: TrainingSpec,
     tokenizer: Any,
     strategy: str | None = None,
-    arm: Arm | None = None,
+    arm: ModelBuilder | None = None,
     on_step: Callable[[int, int], None] | None = None,
     prefix_cache: PrefixCache | None = None,
     use_prefix_cache: bool = True,
@@ -128,11 +129,11 @@ def fine_tune(
     ``seed`` fixes the head initialisation and dropout; ``order_seed`` the order in which the training
     examples are visited (default: ``seed``; ``order_seed == seed`` is the same run as leaving it out).
 
-    ``pair_encoding = "bi"`` trains a sentence-pair task as a bi-encoder (:mod:`freezestats.pair_encoding`);
+    ``pair_encoding = "bi"`` trains a sentence-pair task as a bi-encoder (:mod:`freezestats.encoder.pair_encoding`);
     ``train`` and ``validation`` must then be bi-encoded (``encode_split(..., pair_encoding="bi")``).
 
     ``prefix_cache`` shares frozen-layer outputs with other trials of the same model in this process
-    (see :mod:`freezestats.prefix_cache`); ``use_prefix_cache=False`` runs every layer every time, which
+    (see :mod:`freezestats.encoder.prefix_cache`); ``use_prefix_cache=False`` runs every layer every time, which
     gives the same predictions and exists to prove that and to measure what the cache saves.
 
     Raises :class:`TrialFailed` when the loss stops being finite, so the study can record the run as
@@ -202,13 +203,13 @@ def _outcome(
     )
 
 
-def _arm(arm: Arm | None, strategy: str | None) -> Arm:
+def _arm(arm: ModelBuilder | None, strategy: str | None) -> ModelBuilder:
     """The arm of a call: ``arm``, or the ``freeze`` arm with ``strategy`` (the call before arms existed)."""
     if arm is not None and strategy is not None:
         raise TypeError("fine_tune() takes `arm` or `strategy` (the freeze arm's option), not both.")
     if arm is not None:
         return arm
-    return FreezeArm("freeze" if strategy is None else strategy)
+    return FreezePrefix("freeze" if strategy is None else strategy)
 
 
 def _check_encoded(task: TaskConfig, pair_encoding: str, train: EncodedSplit) -> None:
@@ -222,7 +223,7 @@ def _check_encoded(task: TaskConfig, pair_encoding: str, train: EncodedSplit) ->
 def _set_up(
     model_name: str,
     task: TaskConfig,
-    arm: Arm,
+    arm: ModelBuilder,
     level: int,
     seed: int,
     training: TrainingSpec,

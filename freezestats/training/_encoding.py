@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from freezestats.encoder.pair_encoding import SECOND, check_pair_encoding
+from freezestats.encoder.prefix_cache import EvalBatch
 from freezestats.exceptions import SpecError
-from freezestats.pair_encoding import CROSS, SECOND, check_pair_encoding
-from freezestats.prefix_cache import EvalBatch
+from freezestats.spec.pairs import CROSS
 
 __all__ = ["EncodedSplit", "collate", "encode_split", "eval_batches"]
 
@@ -58,7 +59,7 @@ def encode_split(
 
     ``texts`` holds one sequence of strings per text column; two columns are encoded as a sequence pair
     (``pair_encoding = "cross"``), or (``"bi"``) each on its own, the second's features under the
-    :data:`~freezestats.pair_encoding.SECOND` suffix, each sentence truncated to ``max_length`` by itself.
+    :data:`~freezestats.encoder.pair_encoding.SECOND` suffix, each sentence truncated to ``max_length`` by itself.
     """
     columns = [list(column) for column in texts]
     if check_pair_encoding(pair_encoding) == CROSS or len(columns) == 1:

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from freezestats.freezing import EncoderParts
-from freezestats.metrics import CurveSummary, compute_metrics, summarize_curve
-from freezestats.predictions import Checkpoint
-from freezestats.prefix_cache import EvalBatch, forward_from
+from freezestats.encoder.freezing import EncoderParts
+from freezestats.encoder.prefix_cache import EvalBatch, forward_from
 from freezestats.tasks import TaskConfig
+from freezestats.tasks.curve import CurveSummary, summarize_curve
+from freezestats.tasks.metrics import compute_metrics
 from freezestats.training._prefix import FrozenPrefix
+from freezestats.training.predictions import Checkpoint
 
 __all__ = ["Evaluator"]
 

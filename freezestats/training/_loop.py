@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
+from freezestats.encoder.freezing import EncoderParts
+from freezestats.encoder.prefix_cache import forward_from, pad_hidden
 from freezestats.exceptions import TrialFailed
-from freezestats.freezing import EncoderParts
-from freezestats.prefix_cache import forward_from, pad_hidden
-from freezestats.spec import TrainingSpec
+from freezestats.spec.training import TrainingSpec
 from freezestats.training import _encoding
 from freezestats.training._encoding import EncodedSplit
 from freezestats.training._prefix import FrozenPrefix

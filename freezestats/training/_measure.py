@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from freezestats.freezing import count_parameters
+from freezestats.encoder.freezing import count_parameters
 
 __all__ = ["Measurements", "Meter"]
 

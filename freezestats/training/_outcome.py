@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from freezestats.metrics import CurveSummary
-from freezestats.predictions import Checkpoint
+from freezestats.tasks.curve import CurveSummary
+from freezestats.training.predictions import Checkpoint
 
 __all__ = ["RunOutcome"]
 

@@ -1,6 +1,6 @@
 """Wire a run to the frozen-prefix cache: which modules are frozen, and which of their outputs are reused.
 
-The cache (:mod:`freezestats.prefix_cache`) keeps the outputs of frozen layers per split, shared by the
+The cache (:mod:`freezestats.encoder.prefix_cache`) keeps the outputs of frozen layers per split, shared by the
 trials of one process. A run asks it for the validation set's padded batches and, when a prefix of the
 model is frozen, for that prefix's outputs on them; with ``frozen_dropout = "off"`` (frozen layers in eval
 mode, so their outputs do not depend on dropout) also for the training examples' outputs. Whatever the
@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from freezestats.freezing import EncoderParts
-from freezestats.pair_encoding import BiEncoderClassifier
-from freezestats.prefix_cache import EvalBatch, PrefixCache, frozen_depth
-from freezestats.spec import TrainingSpec
+from freezestats.encoder.freezing import EncoderParts
+from freezestats.encoder.pair_encoding import BiEncoderClassifier
+from freezestats.encoder.prefix_cache import EvalBatch, PrefixCache, frozen_depth
+from freezestats.spec.training import TrainingSpec
 from freezestats.training import _encoding
 from freezestats.training._encoding import EncodedSplit
 

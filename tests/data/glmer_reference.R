@@ -7,7 +7,7 @@
 # written by tests/data/make_glmer_fixture.py.
 # Debian/Ubuntu: apt-get install r-base-core r-cran-lme4 r-cran-jsonlite
 #
-# Models (the ones freezestats.stats.laplace.fit_binomial_laplace fits, same treatment coding: frozen_layers = 0
+# Models (the ones freezestats.stats.models.laplace.fit_binomial_laplace fits, same treatment coding: frozen_layers = 0
 # and the smallest train_size are the reference levels):
 #   common_run: cbind(n_correct, n_eval - n_correct) ~ factor(frozen_layers) * factor(train_size)
 #                 + (1 | seed) + (1 | run)

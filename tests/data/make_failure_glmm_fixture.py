@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from freezestats.stats import simulate_results
-from freezestats.stats.failures import flag_failures
-from freezestats.stats.simulate import blog_run_sds
+from freezestats.stats.failures.rates import flag_failures
+from freezestats.stats.simulation.results import blog_run_sds
 
 STUDY_SEED = 7
 EXTRA_FAILURE = {8: 0.3, 10: 0.3}  # per frozen level

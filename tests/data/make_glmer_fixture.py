@@ -4,7 +4,7 @@
 
 The table has the blog's shape (task sst2, frozen_layers {0, 2, 4, 6}, train_size {50, 200, 1000}, five seeds, one
 run per seed and cell, 872 evaluation items) and is drawn from the model that
-``freezestats.stats.laplace.fit_binomial_laplace`` fits and ``tests/data/glmer_reference.R`` fits with glmer::
+``freezestats.stats.models.laplace.fit_binomial_laplace`` fits and ``tests/data/glmer_reference.R`` fits with glmer::
 
     n_correct ~ Binomial(872, expit(cell logit + seed effect + run effect)),
     seed effect ~ N(0, 0.1^2),   run effect ~ N(0, sd_run(train_size)^2),  sd_run = 0.6 / 0.25 / 0.08.

@@ -1,0 +1,321 @@
+"""Analyse a results table: every statistic the report needs, per task, as named tidy tables.
+
+This is the stage between the results table and the report: ``analyze`` runs the model the user asked
+for (``mixed``, ``glmm`` or ``ols``) with and without failed runs, and the model-free analyses (cell
+summaries, seed spread, failure rates, Lee et al.'s operating point, the comparison with the published
+figures), and keeps every table plus the warnings that came up. ``write_analysis`` stores them as
+parquet + CSV and ``analysis.json``; nothing is rounded here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from freezestats import __version__
+from freezestats.analysis.arms import add_strategy_tables, freeze_rows
+from freezestats.analysis.result import RESULTS_FILE, STUDY_FILE, Analysis, read_analysis, write_analysis
+from freezestats.analysis.summary import summary_lines
+from freezestats.analysis.task import AnalysisOptions, TaskAnalysis
+from freezestats.exceptions import ModelFitError
+from freezestats.stats.descriptive.variance import variance_homogeneity
+from freezestats.stats.design.input_table import check_results_table, normalize_results, shorten
+
+__all__ = [
+    "MODELS",
+    "RESPONSES",
+    "RESULTS_FILE",
+    "STUDY_FILE",
+    "Analysis",
+    "analyze",
+    "load_results",
+    "load_study_record",
+    "read_analysis",
+    "summary_lines",
+    "variance_homogeneity",
+    "write_analysis",
+]
+
+MODELS = ("mixed", "glmm", "ols")
+VARIANCES = ("per_size", "per_cell", "pooled")  # the mixed model's residual variance (stats.fit_mixed)
+RESPONSES = ("best_dev", "final_dev", "heldout")
+RESPONSE_NOTES = {
+    "best_dev": "best validation score during training: the blog's number; the same data selects and scores the "
+    "checkpoint, so it is biased upwards (more so for noisier, smaller-data cells)",
+    "final_dev": "score after the last step: no checkpoint selection, no selection bias",
+    "heldout": "checkpoint selected on one fixed half of the validation set and scored on the other: unbiased",
+}
+
+
+def load_results(
+    storage: str | None = None, results: str | Path | None = None, study_name: str | None = None
+) -> pd.DataFrame:
+    """The results table from a study database or an exported .parquet/.csv file (exactly one of them)."""
+    if (storage is None) == (results is None):
+        raise ModelFitError("Give exactly one of --storage (a study database) or --results (an exported table).")
+    if storage is not None:
+        from freezestats.results.export import results_table
+        from freezestats.study.storage import open_storage
+        from freezestats.study.trials import load_study
+
+        return results_table(load_study(open_storage(storage, must_exist=True), study_name))
+    path = Path(results)
+    if not path.is_file():
+        raise ModelFitError(f"No results table at {str(path)!r}.")
+    try:
+        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as err:  # pyarrow/pandas raise many types for unreadable files
+        raise ModelFitError(f"Cannot read {path} as a results table: {err}") from err
+
+
+def _trained_alone(grid: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The runs of tasks trained alone, and how many rows of task groups were left out.
+
+    A group trial gives a row per task; pooled with the single-task runs of that task it would mix two
+    experiments (and rows of one trial, which share an encoder, as if independent).
+    """
+    if "trained_with" not in grid.columns:
+        return grid, 0
+    alone = grid["trained_with"].isna() | (grid["trained_with"] == grid["task"])
+    return grid[alone], int((~alone).sum())
+
+
+def _cross_encoded(data: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The rows of cross-encoded trials (every row of a table from before ``pair_encoding``), and how many
+    ``bi`` rows were left out: pooled with the cross runs of their cell they would look like extra seeds."""
+    if "pair_encoding" not in data.columns:
+        return data, 0
+    cross = data["pair_encoding"].isna() | (data["pair_encoding"] == "cross")
+    return data[cross], int((~cross).sum())
+
+
+def _pair_encodings(
+    attempt: Callable[..., None], grid: pd.DataFrame, tasks: list[str], response: str, adjust: str
+) -> None:
+    """Per task with bi runs: bi minus cross in each cell where both ran
+    (:mod:`freezestats.stats.comparisons.pair_encoding`)."""
+    from freezestats.stats.comparisons.pair_encoding import pair_encoding_contrasts
+
+    for task in tasks:
+        rows = grid[grid["task"] == task]
+        if rows["pair_encoding"].eq("bi").any():
+            make = lambda rows=rows, task=task: pair_encoding_contrasts(rows, response, task=task, adjust=adjust)  # noqa: E731
+            attempt("pair_encoding", task, make)
+
+
+def _shared_encoder(
+    attempt: Callable[..., None], warnings: list[str], grid: pd.DataFrame, tasks: list[str], response: str
+) -> None:
+    """Per task trained both alone and in a group: the shared-encoder contrasts (one model per task), at the
+    train sizes where every cell has its two runs (:func:`_finished_sizes`)."""
+    from freezestats.stats.comparisons.shared_encoder import shared_encoder_contrasts
+
+    for task in tasks:
+        rows = grid[grid["task"] == task]
+        if (rows["trained_with"].notna() & (rows["trained_with"] != task)).any():
+            rows = _finished_sizes(rows, task, warnings)
+            make = lambda rows=rows, task=task: shared_encoder_contrasts(rows, response, task=task)  # noqa: E731
+            attempt("shared_encoder", task, make)
+
+
+def _finished_sizes(rows: pd.DataFrame, task: str, warnings: list[str]) -> pd.DataFrame:
+    """The task's rows at the train sizes where every (setting, frozen depth) cell has two runs, with a warning
+    naming the sizes left out and their short cells; all rows where no size is finished (the contrasts then
+    refuse, naming the cells). A study still running (the group's largest size takes longest) gets its answer
+    at the sizes that are done instead of none."""
+    from freezestats.stats.comparisons.shared_encoder import training_setting
+    from freezestats.stats.design.checks import unreplicated_cells
+
+    setting = rows.assign(setting=training_setting(rows, task))
+    short = unreplicated_cells(setting, ["setting", "frozen_layers"])
+    unfinished = sorted({n for _, n, _ in short})
+    if not unfinished or set(unfinished) == set(rows["train_size"].astype(int)):
+        return rows
+    cells = ", ".join(f"{where}, frozen {k} at n = {n} ({runs})" for (where, k), n, runs in short)
+    done = sorted(set(rows["train_size"].astype(int)) - set(unfinished))
+    warnings.append(
+        f"{task}: shared_encoder at n = {', '.join(map(str, done))} only; n = {', '.join(map(str, unfinished))} "
+        f"has cells with fewer than two runs (runs in brackets): {cells}."
+    )
+    return rows[~rows["train_size"].astype(int).isin(unfinished)]
+
+
+def load_study_record(storage: str, study_name: str | None = None) -> dict[str, Any]:
+    """The study's name, stored spec (plain data, as kept in the database) and provenance.
+
+    The report's Methods and colophon are written from these, so that they describe what was run, not what a
+    spec file says today. The spec is returned as stored (not re-validated), so keys added by newer versions
+    of freezestats are kept and older studies still load.
+    """
+    from freezestats.study.storage import open_storage
+    from freezestats.study.trials import SPEC_ATTR, load_study
+
+    study = load_study(open_storage(storage, must_exist=True), study_name)
+    attrs = study.user_attrs
+    return {
+        "name": study.study_name,
+        "spec": attrs.get(SPEC_ATTR, {}),
+        "spec_hash": attrs.get("spec_hash"),
+        "provenance": attrs.get("provenance", {}),
+    }
+
+
+def analyze(
+    data: pd.DataFrame,
+    *,
+    model: str = "mixed",
+    response: str = "heldout",
+    variance: str = "per_size",
+    tasks: list[str] | None = None,
+    reference: int = 0,
+    margin: float | None = None,
+    adjust: str = "holm",
+    delta: float | None = None,
+    n_boot: int = 2000,
+    pooled: bool = False,
+    adjust_across: str = "none",
+    bootstrap_tests: int = 0,
+    progress: Callable[[int, int], object] | None = None,
+    items: pd.DataFrame | None = None,
+) -> Analysis:
+    """Run every analysis of the study on ``data`` (the results table), one task at a time.
+
+    ``bootstrap_tests > 0`` adds a parametric-bootstrap likelihood-ratio test of the frozen × size interaction
+    (``interaction_test_bootstrap``) with that many draws, reporting each draw to ``progress(done, total)``; it is
+    not in the default path, which stays within seconds for a 350-run table.
+
+    ``items`` (the per-item predictions, :func:`freezestats.results.item_predictions.item_predictions`) adds the
+    non-inferiority sequence with item uncertainty (``noninferiority_items``) beside the seed-only one; the
+    answer stays on the seed-only intervals, the table says where the two differ.
+    """
+    from freezestats import stats
+    from freezestats.stats.descriptive.reference import load_reference
+
+    _check_options(model, response, variance, margin, adjust_across)
+    check_results_table(data, response, model=model, tasks=tasks, reference=reference)
+    every = normalize_results(data)
+    data, n_bi = _cross_encoded(every)
+    all_grid = data[data["role"] == "grid"]
+    arm_grid, n_grouped = _trained_alone(all_grid)
+    grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: strategy tables
+    if grid.empty:
+        raise ModelFitError(
+            f"The results table has no runs of the freeze arm trained alone (arms present: {_arm_names(arm_grid)}); "
+            "every analysis compares with full fine-tuning (the freeze arm at depth 0): add those runs."
+        )
+    tasks = tasks or sorted(arm_grid["task"].unique())
+    settings = {
+        "model": model,
+        "response": response,
+        "response_note": RESPONSE_NOTES[response],
+        "variance": variance if model == "mixed" else None,
+        "reference": reference,
+        "margin": margin,
+        "adjust": adjust,
+        "adjust_across": adjust_across,
+        "margins": {},
+        "delta": delta or margin or 0.02,
+        "tasks": tasks,
+        "n_runs": len(grid),
+        # rows set aside from the freeze model (stated beside n_runs, so "54 runs" is not read as the study)
+        "n_rows_bi": n_bi,
+        "n_rows_grouped": n_grouped,
+        "pooled": pooled,
+        "freezestats_version": __version__,
+    }
+    result = Analysis(settings=settings, warnings=_set_aside_notes(n_bi, n_grouped))
+    options = AnalysisOptions(
+        model=model,
+        response=response,
+        variance=variance,
+        reference=reference,
+        margin=margin,
+        adjust=adjust,
+        adjust_across=adjust_across,
+        n_boot=n_boot,
+        bootstrap_tests=bootstrap_tests,
+        progress=progress,
+        items=items,
+    )
+    steps = TaskAnalysis(result, options)
+    blog_tasks = set(load_reference()["task"])
+    for task in tasks:
+        steps.run(task, grid[grid["task"] == task], compare_with_blog=task in blog_tasks)
+    if n_grouped:
+        _shared_encoder(steps.attempt, result.warnings, all_grid, tasks, response)
+    if arm_note:
+        result.warnings.append(arm_note)
+
+        def margin_of(task: str) -> float:
+            metric = arm_grid.loc[arm_grid["task"] == task, "metric"] if "metric" in arm_grid else pd.Series()
+            return margin or stats.default_margin(str(metric.mode().iloc[0]) if metric.notna().any() else "accuracy")
+
+        add_strategy_tables(steps.attempt, arm_grid, tasks, response, margin_of)
+    if n_bi:
+        _pair_encodings(steps.attempt, every[every["role"] == "grid"], tasks, response, adjust)
+    if pooled:
+        _pooled_tables(result, grid[grid["task"].isin(tasks)], response)
+    result.warnings = list(dict.fromkeys(result.warnings))  # a reason met by two steps' shared input is said once
+    if "fixed_effects" not in result.tables:
+        raise ModelFitError(_no_model_reason(result.warnings))
+    return result
+
+
+def _no_model_reason(warnings: list[str]) -> str:
+    """Why no model could be fitted, in one line: the steps' reasons, each said once (every step failing for
+    the same reason, e.g. a design the model cannot estimate, reads as that reason alone)."""
+    reasons = list(dict.fromkeys(w.split(" not fitted: ", 1)[-1].split(" not computed: ", 1)[-1] for w in warnings))
+    return shorten("No model could be fitted: " + " | ".join(reasons))
+
+
+def _arm_names(grid: pd.DataFrame) -> list[str]:
+    return sorted(map(str, grid["arm"].dropna().unique())) if "arm" in grid.columns else []
+
+
+def _set_aside_notes(n_bi: int, n_grouped: int) -> list[str]:
+    """Warnings naming the rows the freeze model leaves to their own tables (bi-encoded, trained in groups)."""
+    notes = []
+    if n_bi:
+        notes.append(
+            f"{n_bi} rows were trained with pair_encoding = 'bi': every analysis but the pair_encoding table (bi "
+            "minus cross, paired by seed) uses the cross-encoded runs."
+        )
+    if n_grouped:
+        notes.append(
+            f"{n_grouped} rows were trained in task groups (trained_with): each task's freeze analysis uses its runs "
+            "trained alone, and the group rows are compared with those in the shared_encoder table."
+        )
+    return notes
+
+
+def _check_options(model: str, response: str, variance: str, margin: float | None, adjust_across: str) -> None:
+    """One clear error for each option ``analyze`` cannot work with, before any fit (the table's checks are
+    :func:`freezestats.stats.design.input_table.check_results_table`)."""
+    if model not in MODELS:
+        raise ModelFitError(f"`--model` must be one of {list(MODELS)}, but got {model!r}.")
+    if response not in RESPONSES:
+        raise ModelFitError(f"`--metric` must be one of {list(RESPONSES)}, but got {response!r}.")
+    if variance not in VARIANCES:
+        raise ModelFitError(f"`--variance` must be one of {list(VARIANCES)}, but got {variance!r}.")
+    if margin is not None and not (math.isfinite(margin) and margin > 0):
+        raise ModelFitError(f"`--margin` must be > 0, but got {margin}.")
+    if adjust_across not in ("none", "sizes"):
+        raise ModelFitError(f"`--adjust-across` must be 'none' or 'sizes', but got {adjust_across!r}.")
+
+
+def _pooled_tables(result: Analysis, grid: pd.DataFrame, response: str) -> None:
+    """``--pooled``: one model of every chosen task together, and the test that freezing acts alike in each."""
+    from freezestats.stats.comparisons.pooled_tasks import fit_pooled, task_interaction_test
+
+    try:
+        fit = fit_pooled(grid, response)
+        result.tables["pooled_fixed_effects"] = fit.fixed_effects
+        result.tables["pooled_variance_components"] = fit.variance_components
+        result.tables["task_interaction_test"] = task_interaction_test(grid, response, fit=fit)
+        result.warnings.extend(f"pooled model: {w}" for w in fit.warnings)
+    except ModelFitError as err:
+        result.warnings.append(f"pooled model not fitted: {err}")

@@ -1,0 +1,63 @@
+"""The ``freezestats`` command line: a table of commands, each a thin wrapper over one library call.
+
+To add a command, subclass :class:`_Command` (from :mod:`freezestats.cli.base`) in the module of its group and add
+it to ``_COMMANDS``: the study commands live in :mod:`freezestats.cli.study`, ``analyze`` and ``report`` in
+:mod:`freezestats.cli.analysis`. Every deliberate error
+(:class:`~freezestats.exceptions.FreezestatsError`) is printed as one line and exits with status 2;
+Ctrl-C during ``run`` exits with 130 after the interrupted trial is recorded, so a re-run resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from freezestats import __version__
+from freezestats.cli.analysis import _Analyze, _Report
+from freezestats.cli.base import _Command
+from freezestats.cli.study import _Export, _Run, _Status, _Validate, _Worker
+from freezestats.exceptions import FreezestatsError
+
+__all__ = ["main"]
+
+
+_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Worker(), _Status(), _Export(), _Analyze(), _Report())
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="freezestats",
+        description="How many layers of a pretrained transformer should you freeze? Measured, with error bars.",
+    )
+    parser.add_argument("--version", action="version", version=f"freezestats {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in _COMMANDS:
+        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        command.add_arguments(p)
+        p.set_defaults(_command=command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = _parser()
+    args = parser.parse_args(argv)
+    command: Any = getattr(args, "_command", None)
+    if command is None:
+        parser.print_help()
+        return 2
+    try:
+        return command.take_action(args)
+    except FreezestatsError as err:
+        print(f"freezestats {command.name}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

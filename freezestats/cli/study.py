@@ -1,0 +1,235 @@
+"""The study commands: ``validate``, ``run``, ``worker``, ``status`` and ``export`` (create, run and list a study).
+
+Argument parsing and printing only: each ``take_action`` calls one library function (imported inside it, so that
+``--help`` stays fast) and prints what it returned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from freezestats import __version__
+from freezestats.cli.base import _Command, _resolve_study, _storage_arg
+from freezestats.exceptions import SpecError
+
+if TYPE_CHECKING:
+    from freezestats.runner import RunReport
+
+__all__ = ["_Export", "_Run", "_Status", "_Validate", "_Worker"]
+
+
+class _Validate(_Command):
+    name = "validate"
+    help = "check a study spec, its model and its data without training anything; list the cells"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("study", nargs="?", help="spec file or shipped study name (default: quick)")
+        parser.add_argument("--data-dir", help="local data folder (else $FREEZESTATS_DATA, then the HF hub)")
+        parser.add_argument("--list-cells", action="store_true", help="print every cell")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.runner._prepare import prepare_study
+        from freezestats.spec.study import load_spec
+
+        spec = load_spec(_resolve_study(args.study))
+        prepared = prepare_study(spec, args.data_dir)
+        search, grid = prepared.cells()
+        print(f"Study '{spec.name}' is valid ({spec.source}; spec hash {spec.spec_hash[:12]}).")
+        if spec.has_arms:
+            arms = ", ".join(f"{v.name} {v.levels}" for v in spec.arm_variants())
+            print(f"  model {spec.model.name} (L={prepared.n_layers}), arms {arms}")
+        else:
+            print(f"  model {spec.model.name} (L={prepared.n_layers}), strategy {spec.model.strategy}")
+        for name, task in prepared.tasks.items():
+            print(
+                f"  task {name}: {len(task.data.train)} train / {len(task.data.validation)} validation "
+                f"from {task.data.source}; metric {spec.metric_for(name)}"
+            )
+        for group in spec.groups:
+            freeze_for = group.freeze_for if group.freeze_for == "all" else ", ".join(group.freeze_for)
+            print(
+                f"  group {group.name}: shared encoder for {', '.join(group.tasks)}; "
+                f"sampling {group.sampling}, frozen layers frozen for {freeze_for}"
+            )
+        if "bi" in spec.grid.pair_encoding:
+            levels = spec.grid.bi_frozen_layers
+            where = "every frozen level" if levels is None else f"frozen {', '.join(map(str, levels))}"
+            pairs = [name for name, task in prepared.tasks.items() if task.data.task.is_pair]
+            print(f"  pair encoding {', '.join(spec.grid.pair_encoding)} for {', '.join(pairs)} (bi at {where})")
+        print(
+            f"  {prepared.n_cells()} trials: {len(search)} learning-rate search, "
+            f"{prepared.n_cells() - len(search)} grid"
+        )
+        if args.list_cells:
+            for cell in [*search, *grid]:
+                print(f"  {cell.key}  " + ("no lr" if cell.learning_rate is None else f"lr={cell.learning_rate:g}"))
+        return 0
+
+
+class _Run(_Command):
+    name = "run"
+    help = "run (or resume) a study: every cell of the grid becomes one trial in the study database"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--study", help="spec file or shipped study name (default: quick)")
+        _storage_arg(parser)
+        parser.add_argument("--data-dir", help="local data folder (else $FREEZESTATS_DATA, then the HF hub)")
+        parser.add_argument("--artifacts", help="folder for per-example predictions (default: next to the DB)")
+        parser.add_argument("--max-trials", type=int, help="stop after this many trials (resume later)")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument("--enqueue-only", action="store_true", help="create the study and its cells; run nothing")
+        parser.add_argument(
+            "--workers",
+            help="local worker processes, or 'auto' (default, or $FREEZESTATS_WORKERS): one per core on a CPU, up to 4",
+        )
+        parser.add_argument("--devices", help="comma-separated devices for the workers, e.g. cuda:0,cuda:1")
+        parser.add_argument("--extend", action="store_true", help="the spec adds grid values to an existing study")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.runner import run_study
+        from freezestats.runner._layout import choose_workers, default_workers, parse_workers
+        from freezestats.spec.study import load_spec
+        from freezestats.training import resolve_device
+
+        if args.max_trials is not None and args.max_trials < 1:
+            raise SpecError(f"`--max-trials` must be >= 1, but got {args.max_trials}.")
+        requested = parse_workers(args.workers) if args.workers is not None else default_workers()
+        spec = load_spec(_resolve_study(args.study))
+        print(f"freezestats {__version__}: study '{spec.name}' from {spec.source} -> {args.storage}")
+        devices = args.devices.split(",") if args.devices else None
+        layout = choose_workers(
+            requested,
+            device_type=resolve_device(spec.training.device).type,
+            storage=args.storage,
+            devices=devices,
+            max_trials=args.max_trials,
+        )
+        if not args.enqueue_only:
+            print(f"Workers: {layout.reason}")
+        report = run_study(
+            spec,
+            args.storage,
+            data_dir=args.data_dir,
+            artifact_dir=args.artifacts,
+            max_trials=args.max_trials,
+            show_progress=not args.no_progress,
+            enqueue_only=args.enqueue_only,
+            workers=layout.workers,
+            devices=devices,
+            extend=args.extend,
+        )
+        if args.enqueue_only:
+            print(
+                f"Study '{report.study_name}' is ready: start workers with "
+                f"`freezestats worker --storage {args.storage} --study-name {report.study_name}`."
+            )
+            return 0
+        return _finish(report, args.storage)
+
+
+def _finish(report: RunReport, storage: str) -> int:
+    """The closing lines of ``run`` and ``worker``, and their exit status."""
+    print(
+        f"{report.n_complete}/{report.n_cells} cells complete, {report.n_failed_cells} failed, "
+        f"{report.n_run_now} trials run now in {report.wall_seconds:.1f} s."
+    )
+    if report.n_complete:
+        print(
+            f"Next: freezestats status --storage {storage}; freezestats export --storage {storage} -o results.parquet"
+        )
+    if report.interrupted:
+        print("Interrupted. Run the same command again to resume; completed cells are kept.", file=sys.stderr)
+        return 130
+    return 1 if report.n_failed_cells else 0
+
+
+class _Worker(_Command):
+    name = "worker"
+    help = "claim and run waiting cells of an existing study (start several, anywhere, on one storage)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _storage_arg(parser, study_name=True)
+        parser.add_argument("--device", help="device for this worker, e.g. cuda:1 (default: the spec's)")
+        parser.add_argument("--data-dir", help="local data folder (else $FREEZESTATS_DATA, then the HF hub)")
+        parser.add_argument("--artifacts", help="folder for per-example predictions (default: the study's)")
+        parser.add_argument("--max-trials", type=int, help="stop after this many trials")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.runner import work_study
+
+        report = work_study(
+            args.storage,
+            args.study_name,
+            device=args.device,
+            data_dir=args.data_dir,
+            artifact_dir=args.artifacts,
+            max_trials=args.max_trials,
+            show_progress=not args.no_progress,
+        )
+        return _finish(report, args.storage)
+
+
+class _Status(_Command):
+    name = "status"
+    help = "per-cell progress of a study: done / running / waiting / failed"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _storage_arg(parser, study_name=True)
+        parser.add_argument("--cells", action="store_true", help="list every cell, not only the summary")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from rich.console import Console
+        from rich.table import Table
+
+        from freezestats.results.export import cell_status
+        from freezestats.study.storage import open_storage
+        from freezestats.study.trials import load_study
+
+        study = load_study(open_storage(args.storage, must_exist=True), args.study_name)
+        status = cell_status(study)
+        console = Console()
+        counts = status["status"].value_counts()
+        summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("done", "running", "waiting", "failed"))
+        console.print(f"Study '{study.study_name}': {len(status)} cells: {summary}")
+        by_task = Table("task", "role", "done", "running", "waiting", "failed", title="cells per task")
+        for (task, role), group in status.groupby(["task", "role"]):
+            c = group["status"].value_counts()
+            by_task.add_row(task, role, *(str(c.get(s, 0)) for s in ("done", "running", "waiting", "failed")))
+        console.print(by_task)
+        shown = status if args.cells else status[status["status"] == "failed"]
+        if len(shown):
+            table = Table(
+                "cell", "status", "attempts", "best_dev", "reason", title="cells" if args.cells else "failed cells"
+            )
+            for row in shown.itertuples():
+                best = "" if row.best_dev is None or row.best_dev != row.best_dev else f"{row.best_dev:.4f}"
+                table.add_row(row.cell, row.status, str(row.attempts), best, str(row.fail_reason or ""))
+            console.print(table)
+        return 0
+
+
+class _Export(_Command):
+    name = "export"
+    help = "write the tidy results table (one row per completed trial) to .parquet or .csv"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _storage_arg(parser, study_name=True)
+        parser.add_argument("-o", "--output", required=True, help="results.parquet or results.csv")
+        parser.add_argument(
+            "--predictions", help="also write every run's per-item predictions (for item uncertainty) to this .parquet"
+        )
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.results.export import export_results
+
+        table = export_results(args.storage, args.output, args.study_name)
+        print(f"Wrote {len(table)} trials x {table.shape[1]} columns to {args.output}.")
+        if args.predictions:
+            from freezestats.results.item_predictions import export_item_predictions
+
+            items = export_item_predictions(args.storage, args.predictions, args.study_name)
+            print(f"Wrote {len(items)} item predictions of {items['trial'].nunique()} runs to {args.predictions}.")
+        return 0

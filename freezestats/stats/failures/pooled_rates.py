@@ -1,0 +1,109 @@
+r"""P(fail) per cell for the two-part contrasts, borrowing strength across frozen levels and cells.
+
+Why not one logistic coefficient per level (the Firth model this replaces in :mod:`two_part`)
+---------------------------------------------------------------------------------------------
+With 5 seeds a cell, a level that never failed in its 25 runs still gets a Firth estimate near 2% with a logit
+SE near 1.5, and the delta method turns that into a failure share of the contrast's variance that dwarfs the
+healthy spread at large train sizes (0.4 points of score between a failed and a healthy run, times an SE of P
+of ~0.03). On simulated blog-shaped studies without random failures (``bench/coverage.py``, scenario a) that
+made every large-n interval cover 99.8%. Levels are not unrelated, though: a run's chance to collapse is mostly
+a property of the training set size and of a few structural cells (everything frozen), so the rate of one level
+is best estimated with the others' help.
+
+The model
+---------
+Every run enters a binomial GLMM with three crossed random intercepts,
+
+.. math:: \operatorname{logit} P(\text{fail}) = \beta_0 + u_\text{level} + u_\text{size} + u_\text{level:size},
+
+fitted by glmer's joint Laplace (:func:`freezestats.stats.models.laplace.fit_binomial_laplace`; in R
+``glmer(failed ~ 1 + (1 | level) + (1 | size) + (1 | level:size), binomial)``, checked against lme4 by
+``tests/test_stats_failure_pooled.py``). A level or a size that fails more often gets its own effect when the
+data show it, a cell with its interaction, and all of them are pulled towards the others as far as the data
+allow. Size is a random intercept, not a slope in log2(size): the flagged failure rate is not log-linear in size
+(near-majority runs of deep cells count as failed at small sizes only), and a slope fitted to it extrapolated
+the reference cell's rate at n = 1000 to half its true value in scenario b of ``bench/coverage.py``, which took
+coverage of frozen 12 vs 0 there to 0.76. Cells where every run failed stay in the fit (leaving them out biased
+the same way); their P comes out high but below 1.
+
+A cell's P is ``expit(beta_0 + u_level + u_size + u_cell)`` at the conditional modes; the uncertainty of that
+linear predictor comes from Henderson's mixed-model equations at the optimum,
+``C = [[X'WX, X'WZ], [Z'WX, Z'WZ + G^{-1}]]^{-1}``: the error covariance of ``(beta_hat, u_hat - u)`` given the
+SDs (their own uncertainty is left out, as in lme4's prediction intervals). Components estimated at zero are
+left out of ``Z``. With no failed run P is 0 everywhere, with only failed runs 1, both without variance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats.models.laplace import fit_binomial_laplace
+from freezestats.stats.models.laplace_layout import RandomTerm
+
+__all__ = ["Cell", "pooled_failure_probabilities"]
+
+Cell = tuple[int, int]  # (frozen_layers, train_size)
+_ZERO_SD = 1e-4  # lme4's isSingular tolerance, as laplace.py reports boundary SDs
+
+
+def pooled_failure_probabilities(
+    runs: pd.DataFrame, failed: np.ndarray
+) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None]]:
+    """P(fail) per (level, size), and per cell ``(row, Cov(theta))``: the cell's linear predictor is ``row @ theta``
+    over the joint vector of fixed effects and random effects, with ``Cov(theta)`` its error covariance
+    (``None`` where P is 0 or 1 by the rule above: no variance).
+
+    Raises :class:`ModelFitError` when the GLMM cannot be fitted (the caller may fall back to another model).
+    """
+    levels = runs["frozen_layers"].to_numpy()
+    sizes = runs["train_size"].to_numpy()
+    keys = list(zip(levels.tolist(), sizes.tolist(), strict=True))
+    failed = np.asarray(failed, dtype=bool)
+    if not failed.any() or failed.all():  # nothing to estimate: P is 0 (or 1) everywhere, exactly
+        value = 1.0 if failed.any() else 0.0
+        return {key: value for key in keys}, {key: None for key in keys}
+    x = np.ones((len(keys), 1))
+    components = {  # name -> (codes, number of levels)
+        name: (codes, len(uniques))
+        for name, (codes, uniques) in {
+            "level:size": pd.factorize(pd.Series(keys)),
+            "level": pd.factorize(levels),
+            "size": pd.factorize(sizes),
+        }.items()
+    }
+    terms = [
+        RandomTerm(name, codes, np.zeros(n_levels, dtype=int), (name,))
+        for name, (codes, n_levels) in components.items()
+        if n_levels > 1 or name == "level:size"
+    ]
+    y = failed.astype(int)
+    try:
+        fit = fit_binomial_laplace(y, np.ones_like(y), x, terms)
+    except np.linalg.LinAlgError as err:
+        raise ModelFitError(f"the pooled failure model could not be fitted ({err})") from None
+    # Z and G^-1 of the components that are not at zero; a zero SD fixes its effects at 0 with no error
+    z_blocks, g_inv, eta = [], [], x @ fit.beta
+    start = 0
+    for term, sd in zip(terms, fit.sd, strict=True):
+        codes, n_levels = components[term.name]
+        eta = eta + fit.modes[start : start + n_levels][codes]
+        start += n_levels
+        if sd > _ZERO_SD:
+            z_blocks.append(np.eye(n_levels)[codes])
+            g_inv.extend([1.0 / float(sd) ** 2] * n_levels)
+    p = special.expit(eta)
+    design = np.column_stack([x, *z_blocks])
+    penalty = np.diag(np.concatenate([np.zeros(x.shape[1]), g_inv]))
+    information = design.T @ ((p * (1 - p))[:, None] * design) + penalty
+    try:
+        cov = np.linalg.inv(information)
+    except np.linalg.LinAlgError as err:
+        raise ModelFitError(f"the pooled failure model's mixed-model equations are singular ({err})") from None
+    # a cell's linear predictor is its design row times (beta, u): every run of the cell has the same row
+    first = np.flatnonzero(~pd.Series(keys).duplicated().to_numpy())
+    p_fail = {keys[i]: float(p[i]) for i in first}
+    rows: dict[Cell, tuple[np.ndarray, np.ndarray] | None] = {keys[i]: (design[i], cov) for i in first}
+    return p_fail, rows

@@ -1,0 +1,40 @@
+"""What the training loop needs from an arm: a model built for a level. Declared here so that training needs no arm.
+
+The arms (:mod:`freezestats.arms`) sit above the loop they train in: an arm's ``run`` calls
+:func:`freezestats.training.fine_tune` with itself as the builder. The loop sees only :class:`ModelBuilder`; a
+call without one (a bare ``fine_tune``, as before arms existed) freezes a prefix with a freezing strategy, which
+is what the ``freeze`` arm does too (both call :func:`~freezestats.encoder.freezing.get_strategy`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from torch import nn
+
+__all__ = ["FreezePrefix", "ModelBuilder"]
+
+
+@runtime_checkable
+class ModelBuilder(Protocol):
+    """Builds the model a cell at ``level`` trains from the freshly loaded pretrained ``model``."""
+
+    name: str
+
+    def prepare_model(self, model: nn.Module, level: int) -> nn.Module: ...
+
+
+class FreezePrefix:
+    """The model building of a call without an arm: freeze depth ``level`` with the freezing ``strategy``."""
+
+    name = "freeze"
+
+    def __init__(self, strategy: str = "freeze") -> None:
+        self.strategy = strategy
+
+    def prepare_model(self, model: nn.Module, level: int) -> nn.Module:
+        from freezestats.encoder.freezing import get_strategy  # imports torch: only when a model is built
+
+        get_strategy(self.strategy)(model, level)
+        return model
