@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 def run_grid(frozen_dropout: str, args: argparse.Namespace, folder: Path) -> tuple[pd.DataFrame, float]:
     from freezestats.results.export import results_table
     from freezestats.runner import run_study
-    from freezestats.spec.study import load_spec
+    from freezestats.spec import load_spec
     from freezestats.study.trials import load_study, open_storage
 
     spec = load_spec(REPO / "study" / "blog2020-minilm.toml")

@@ -181,7 +181,7 @@ def enqueue_sample(
     """A study of exactly ``cells`` (seed ``seed``) in ``storage``, cells enqueued in the order a worker runs
     them best (per task, shallow to deep: deeper prefix caches derive from shallower ones). Returns the count."""
     from freezestats.runner import prepare_study
-    from freezestats.spec.study import load_spec
+    from freezestats.spec import load_spec
     from freezestats.study.queue import enqueue_cells
     from freezestats.study.trials import create_or_load_study, open_storage
 
@@ -852,7 +852,7 @@ def main() -> None:
         return
     import torch
 
-    from freezestats.spec.study import load_spec
+    from freezestats.spec import load_spec
     from freezestats.tasks import get_task
 
     cells = parse_cells(args.cells)

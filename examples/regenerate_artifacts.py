@@ -32,7 +32,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from freezestats.runner import work_study
-from freezestats.spec.study import StudySpec
+from freezestats.spec import StudySpec
 from freezestats.study.queue import cell_from_trial
 from freezestats.study.trials import SPEC_ATTR, create_or_load_study, load_study, open_storage
 

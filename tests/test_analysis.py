@@ -197,7 +197,7 @@ def test_bad_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_unequal_cell_variances_are_flagged() -> None:
     from scipy import stats as scipy_stats
 
-    from freezestats.analysis.pipeline import variance_homogeneity
+    from freezestats.stats.descriptive.variance import variance_homogeneity
 
     table = simulate_results(frozen_levels=(0, 2), train_sizes=(50, 100), seeds=12, resid_sd=0.01, rng=5)
     noisy = (table.frozen_layers == 2) & (table.train_size == 50)

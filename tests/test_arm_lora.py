@@ -13,7 +13,7 @@ from freezestats.arms import LoraArm, get_arm
 from freezestats.arms._lora import lora_targets
 from freezestats.encoder.freezing import locate_encoder
 from freezestats.exceptions import SpecError
-from freezestats.spec.study import parse_spec
+from freezestats.spec import parse_spec
 
 LORA_FAMILIES = {f.name: f for f in FAMILIES}  # every family the freeze arm supports
 TRAINED = ("bert", "roberta", "distilbert", "deberta-v2")  # the families a short training run is checked on

@@ -12,7 +12,7 @@ from freezestats.arms import ProbeArm, get_arm
 from freezestats.arms._probe import clear_feature_cache, features
 from freezestats.arms._probe_fit import _fit, _predict
 from freezestats.exceptions import SpecError
-from freezestats.spec.study import parse_spec
+from freezestats.spec import parse_spec
 from freezestats.tasks import get_task
 
 SENTENCES = ["a fine film", "dull and long", "I loved it", "terrible acting", "great", "not good at all"] * 2

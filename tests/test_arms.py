@@ -26,8 +26,7 @@ from freezestats.arms import (
 )
 from freezestats.encoder.freezing import freeze, locate_encoder, register_strategy
 from freezestats.exceptions import SpecError
-from freezestats.spec import arm_kinds
-from freezestats.spec.study import StudySpec, parse_spec
+from freezestats.spec import StudySpec, arm_kinds, parse_spec
 
 USER_ARM = '''
 from freezestats.arms import Arm, register_arm

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _factories import simple_spec
 
-from freezestats.spec.study import parse_spec
+from freezestats.spec import parse_spec
 
 
 @pytest.mark.slow

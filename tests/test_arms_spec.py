@@ -10,7 +10,7 @@ import pytest
 from _factories import simple_spec
 
 from freezestats.exceptions import SpecError
-from freezestats.spec.study import StudySpec, parse_spec
+from freezestats.spec import StudySpec, parse_spec
 from freezestats.study.cells import Cell, grid_cells
 
 ARMS = [

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from _factories import simple_spec
 
-from freezestats.spec.study import parse_spec
+from freezestats.spec import parse_spec
 from freezestats.study.cells import Cell, CellRole, grid_cells, reusable_search_cell, search_cells
 from freezestats.study.lr_search import choose_rates, rate_means, search_score, select_half_best
 

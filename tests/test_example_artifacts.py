@@ -49,7 +49,8 @@ def test_the_examples_commit_every_artifact_their_databases_reference() -> None:
     assert databases, "no study database is committed under examples/"
     missing = {db: sorted(missing_from_git(db)) for db in databases}
     missing = {db: ids for db, ids in missing.items() if ids}
-    assert not missing, f"artifacts referenced but not committed: { {db: (len(i), i[:3]) for db, i in missing.items()} }"
+    shown = {db: (len(ids), ids[:3]) for db, ids in missing.items()}
+    assert not missing, f"artifacts referenced but not committed (count, first ids): {shown}"
 
 
 def test_the_check_sees_an_untracked_artifact(tmp_path: Path) -> None:

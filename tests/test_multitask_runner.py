@@ -11,7 +11,7 @@ from _factories import simple_spec, write_spec
 from freezestats.analysis.pipeline import _trained_alone
 from freezestats.cli.main import main
 from freezestats.results.export import RESULT_COLUMNS
-from freezestats.spec.study import parse_spec
+from freezestats.spec import parse_spec
 from freezestats.study.cells import grid_cells
 
 GROUP = {"name": "sst2+stsb", "tasks": ["sst2", "stsb"], "freeze_for": ["stsb"]}

@@ -8,7 +8,7 @@ import pytest
 from _factories import simple_spec
 
 from freezestats.exceptions import SpecError
-from freezestats.spec.study import GroupSpec, StudySpec, load_spec, parse_spec
+from freezestats.spec import GroupSpec, StudySpec, load_spec, parse_spec
 
 GROUP = {"name": "sst2+mrpc+stsb", "tasks": ["sst2", "mrpc", "stsb"]}
 

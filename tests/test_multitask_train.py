@@ -10,7 +10,7 @@ import pytest
 import torch
 from _factories import fine_tune_alone, fine_tune_together, group_member
 
-from freezestats.spec.study import GroupSpec, TrainingSpec
+from freezestats.spec import GroupSpec, TrainingSpec
 from freezestats.training.multitask._steps import GroupSteps
 
 SPEC = TrainingSpec(epochs=2, batch_size=16, eval_every_epochs=0.5, device="cpu", precision="fp32")

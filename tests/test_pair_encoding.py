@@ -12,7 +12,7 @@ from _factories import fine_tune_alone, fine_tune_together, group_member
 from freezestats.encoder.backbone import load_classifier, load_tokenizer
 from freezestats.encoder.pair_encoding import BiEncoderClassifier, pair_model
 from freezestats.exceptions import SpecError
-from freezestats.spec.study import GroupSpec, TrainingSpec
+from freezestats.spec import GroupSpec, TrainingSpec
 from freezestats.tasks import get_task
 from freezestats.training import _encoding, encode_split
 

@@ -11,7 +11,7 @@ from _factories import simple_spec, write_spec
 from freezestats.analysis.pipeline import _cross_encoded
 from freezestats.cli.main import main
 from freezestats.exceptions import SpecError
-from freezestats.spec.study import StudySpec, parse_spec
+from freezestats.spec import StudySpec, parse_spec
 from freezestats.study.cells import grid_cells
 from freezestats.study.trials import _not_an_extension
 

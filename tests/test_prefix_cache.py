@@ -17,7 +17,7 @@ from test_training import _fine_tune
 
 from freezestats.encoder.freezing import freeze, locate_encoder
 from freezestats.encoder.prefix_cache import EvalBatch, PrefixCache, forward_from, frozen_depth, hidden_at
-from freezestats.spec.study import TrainingSpec
+from freezestats.spec import TrainingSpec
 
 # Where a cut is not the same function, the cache must notice and stand down, not change predictions:
 # DeBERTa-v2's conv block merges the encoder's input into the first layer's output (so any cut above

@@ -15,7 +15,8 @@ import pytest
 from _browser import artifacts_dir, colored_pixels, find_chromium, open_html, page_texts, pdf_pages
 from _factories import simple_spec, write_spec
 
-from freezestats.analysis.pipeline import analyze, write_analysis
+from freezestats.analysis.pipeline import analyze
+from freezestats.analysis.result import write_analysis
 from freezestats.cli.main import main
 from freezestats.stats.simulation.results import simulate_results
 

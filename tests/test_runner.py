@@ -24,7 +24,7 @@ from optuna.trial import TrialState
 
 from freezestats.cli.main import main
 from freezestats.results.export import RESULT_COLUMNS, results_table
-from freezestats.spec.study import load_spec
+from freezestats.spec import load_spec
 from freezestats.study.trials import load_study, open_storage
 from freezestats.tasks.subsets import nested_subsets
 
@@ -525,7 +525,7 @@ def test_order_seeds_cannot_be_added_to_an_uncrossed_study(
 
 
 def test_trials_stored_before_order_seeds_export_their_seed_as_order_seed() -> None:
-    from freezestats.spec.study import parse_spec
+    from freezestats.spec import parse_spec
     from freezestats.study.cells import Cell
     from freezestats.study.trials import cell_distributions
 

@@ -9,7 +9,7 @@ from _factories import simple_spec, write_spec
 
 from freezestats.cli.main import main
 from freezestats.exceptions import SpecError
-from freezestats.spec.study import StudySpec, load_spec, parse_spec
+from freezestats.spec import StudySpec, load_spec, parse_spec
 
 BAD_SPECS = [
     # (what is wrong, override, fragment the message must contain)

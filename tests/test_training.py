@@ -10,7 +10,7 @@ import pytest
 
 from freezestats.encoder.backbone import load_tokenizer
 from freezestats.exceptions import SpecError, TrialFailed
-from freezestats.spec.study import TrainingSpec
+from freezestats.spec import TrainingSpec
 from freezestats.tasks import get_task
 from freezestats.tasks.data import load_task_data
 from freezestats.tasks.subsets import nested_subsets, validation_halves

@@ -18,27 +18,12 @@ import pandas as pd
 
 from freezestats import __version__
 from freezestats.analysis.arms import add_strategy_tables, freeze_rows
-from freezestats.analysis.result import RESULTS_FILE, STUDY_FILE, Analysis, read_analysis, write_analysis
-from freezestats.analysis.summary import summary_lines
+from freezestats.analysis.result import Analysis
 from freezestats.analysis.task import AnalysisOptions, TaskAnalysis
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.descriptive.variance import variance_homogeneity
 from freezestats.stats.design.input_table import check_results_table, normalize_results, shorten
 
-__all__ = [
-    "MODELS",
-    "RESPONSES",
-    "RESULTS_FILE",
-    "STUDY_FILE",
-    "Analysis",
-    "analyze",
-    "load_results",
-    "load_study_record",
-    "read_analysis",
-    "summary_lines",
-    "variance_homogeneity",
-    "write_analysis",
-]
+__all__ = ["MODELS", "RESPONSES", "analyze", "load_results", "load_study_record"]
 
 MODELS = ("mixed", "glmm", "ols")
 VARIANCES = ("per_size", "per_cell", "pooled")  # the mixed model's residual variance (stats.fit_mixed)

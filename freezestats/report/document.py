@@ -19,7 +19,7 @@ import pandas as pd
 
 from freezestats.analysis.summary import runs_counted
 from freezestats.report import figures as F
-from freezestats.report import text
+from freezestats.report import methods, text
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.sections.comparisons import compute_section, lee_section, reference_section
 from freezestats.report.sections.model_details import appendix, model_section, p_text
@@ -357,7 +357,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "date": now.strftime("%Y-%m-%d"),
         "notes": _notes(inputs),
         "answer": text.answer(inputs),
-        "methods": text.methods(inputs),
+        "methods": methods.methods(inputs),
         "blog_figures": _blog_section(inputs, w),
         "emmeans": _emmeans_section(inputs, w),
         "contrasts": _contrasts_section(inputs, w),
@@ -370,7 +370,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "reference": reference_section(inputs, w),
         "model_details": model_section(inputs, w),
         "appendix": appendix(inputs, w),
-        "colophon": text.colophon(inputs, renderer, now.strftime("%Y-%m-%d %H:%M %Z")),
+        "colophon": methods.colophon(inputs, renderer, now.strftime("%Y-%m-%d %H:%M %Z")),
     }
     template = (template_dir / "report.qmd").read_text()
 

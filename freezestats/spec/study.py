@@ -32,21 +32,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = [
-    "SPEC_VERSION",
-    "ArmSpec",
-    "ArmVariant",
-    "ExecutionSpec",
-    "GridSpec",
-    "GroupSpec",
-    "LRSearchSpec",
-    "ModelSpec",
-    "StudySpec",
-    "TrainingSpec",
-    "check_against",
-    "load_spec",
-    "parse_spec",
-]
+__all__ = ["SPEC_VERSION", "ExecutionSpec", "ModelSpec", "StudySpec", "check_against", "load_spec", "parse_spec"]
 
 SPEC_VERSION = 1
 

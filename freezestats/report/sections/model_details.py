@@ -11,7 +11,7 @@ import pandas as pd
 
 from freezestats.analysis.summary import fmt_p
 from freezestats.report import figures as F
-from freezestats.report import text
+from freezestats.report import methods, text
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.tables import blog_table, fmt_num, present, sorted_cells
 
@@ -25,7 +25,7 @@ __all__ = ["appendix", "md_escape", "model_section", "p_text", "term_label"]
 def model_section(inputs: ReportInputs, w: Writer) -> str:
     """The model's assumptions, then per task its fixed effects, variances, fit diagnostics and the OLS check."""
     settings = inputs.analysis.settings
-    parts = [text.model_assumptions(settings)]
+    parts = [methods.model_assumptions(settings)]
     for task in settings["tasks"]:
         body = [
             _fixed_effects_part(inputs, w, task),
