@@ -25,7 +25,7 @@ def _code_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """Lines of a function's body after its docstring."""
     body = node.body
     first = body[0]
-    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    docstring = isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str)
     start = (body[1].lineno if len(body) > 1 else first.end_lineno) if docstring else first.lineno
     return (node.end_lineno or start) - start + 1
 
