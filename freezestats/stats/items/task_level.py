@@ -1,0 +1,226 @@
+r"""Contrasts that speak of the task: paired by seed and by item, each depth against the reference on its own.
+
+A user asks "what does freezing k layers cost on *my task*", i.e. over new seeds and new examples of the task,
+not over new seeds scored on the one validation set every run shares. And the answer for depth :math:`k` must
+not depend on which other depths the study happened to run. Both follow from estimating each contrast from its
+own two cells only, paired twice:
+
+* **by seed**: the runs of depth :math:`k` and of the reference with the same seed (subset draw, data order)
+  share the subset, the data order and the head's initialisation, so their difference removes what they share.
+  Its per-seed spread is the contrast's own: no variance is borrowed from other depths (the mixed model's
+  per-size residual variance is, and its verdict moved with the depths pooled: issue 28), and no assumption of
+  one additive seed effect is made (real runs' within-seed correlation with the reference ranges from -0.3 to
+  0.99 across cells);
+* **by item**: both runs are scored on the same items, so the per-item differences :math:`D_{si} =
+  \phi_{k,s,i} - \phi_{r,s,i}` (jackknife pseudo-values, :mod:`freezestats.stats.items.pseudo_values`; the
+  item's correctness for accuracy) carry how the two depths disagree item by item.
+
+With the crossed layout :math:`D_{si} = \delta + u_s + w_i + e_{si}` the variance of :math:`\bar D` over new
+seeds *and new items* is :math:`\sigma_u^2/S + \sigma_w^2/I + \sigma_e^2/(SI)`, estimated without bias by
+
+.. math:: \widehat{\operatorname{Var}} = \frac{MS_{seed} + MS_{item} - MS_{res}}{S\,I}
+   = \underbrace{\frac{s_d^2}{S}}_{\text{seeds, this set}}
+   + \underbrace{\frac{MS_{item} - MS_{res}}{S\,I}}_{\text{items}}
+
+where :math:`s_d^2` is the sample variance of the per-seed differences of the metric (the paired t test's).
+The item part is truncated at 0 (:func:`~freezestats.stats.items.uncertainty.item_variance`), and the df are
+Satterthwaite's for the three mean squares. For balanced data this is the REML fit of
+``lmer(D ~ 1 + (1|seed) + (1|item))`` with lmerTest's Satterthwaite df whenever no component sits at 0
+(``tests/data/task_level_reference.R`` checks it). With ``population="evaluation_set"`` the item part is left
+out: the paired t interval over seeds, which speaks of the drawn validation items only.
+
+With several subset draws the draw is the unit of the seed part (the per-draw means of the per-seed
+differences): seeds of one draw share its subset, so they are not independent replicates of the task.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats.items.uncertainty import PAIR_KEYS, item_variance, run_pseudo_values
+
+__all__ = ["POPULATIONS", "TASK_CONTRAST_COLUMNS", "crossed_contrast", "task_level_contrasts"]
+
+Population = Literal["task", "evaluation_set"]
+
+#: What each population's numbers speak of, in the words every table, sentence and caption uses.
+POPULATIONS: dict[str, str] = {
+    "task": "the task (new seeds and new evaluation items)",
+    "evaluation_set": "this evaluation set (new seeds, the same evaluation items)",
+}
+
+TASK_CONTRAST_COLUMNS = [
+    "train_size",
+    "frozen_layers",
+    "reference",
+    "estimate",
+    "se_seed",
+    "df_seed",
+    "se_item",
+    "df_item",
+    "se",
+    "df",
+    "item_share",
+    "ci_low",
+    "ci_high",
+    "n_pairs",
+    "n_items",
+    "population",
+]
+
+
+def crossed_contrast(differences: np.ndarray, per_seed: np.ndarray | None = None) -> dict[str, float]:
+    """Estimate, standard errors and df of one contrast from its S x I table of paired per-item differences.
+
+    ``per_seed`` are the per-unit differences of the reported metric (default: the table's row means, which is
+    the same thing for accuracy); the estimate is their mean and the seed part their paired-t variance. Returns
+    ``estimate, se_seed, df_seed, se_item, df_item, se, df, n_items``: ``se`` and ``df`` speak of the task.
+
+    >>> d = np.array([[0.0, 1.0, 0.0, -1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 1.0, -1.0, 0.0]])
+    >>> out = crossed_contrast(d)
+    >>> round(out["estimate"], 4), round(out["se_seed"], 4), round(out["se"], 4)
+    (0.1667, 0.1667, 0.3333)
+    """
+    d = np.asarray(differences, dtype=float)
+    if d.ndim != 2 or d.shape[0] < 2 or d.shape[1] < 2:
+        raise ModelFitError(f"crossed_contrast: need >= 2 paired seeds and >= 2 items, but got shape {d.shape}.")
+    units = d.mean(axis=1) if per_seed is None else np.asarray(per_seed, dtype=float)
+    if units.ndim != 1 or len(units) < 2:
+        raise ModelFitError(f"crossed_contrast: need >= 2 per-seed differences, but got {len(np.atleast_1d(units))}.")
+    v_seed = float(np.var(units, ddof=1) / len(units))
+    df_seed = float(len(units) - 1)
+    v_item, df_item = item_variance(d)
+    var = v_seed + v_item
+    parts = (v_seed**2 / df_seed if v_seed > 0 else 0.0) + (v_item**2 / df_item if np.isfinite(df_item) else 0.0)
+    return {
+        "estimate": float(units.mean()),
+        "se_seed": float(np.sqrt(v_seed)),
+        "df_seed": df_seed,
+        "se_item": float(np.sqrt(v_item)),
+        "df_item": float(df_item),
+        "se": float(np.sqrt(var)),
+        "df": float(var**2 / parts) if parts > 0 else float("inf"),
+        "n_items": int(d.shape[1]),
+    }
+
+
+def task_level_contrasts(
+    runs: pd.DataFrame,
+    items: pd.DataFrame | None,
+    *,
+    response: str,
+    metric: str,
+    reference: int = 0,
+    population: Population = "task",
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Every depth against ``reference`` at every train size, from that pair of cells alone.
+
+    Parameters
+    ----------
+    runs
+        One task's grid runs (the results table): ``trial``, ``train_size``, ``frozen_layers``, the pairing keys
+        (``seed``, and ``subset_draw`` / ``order_seed`` where present) and the ``response`` column.
+    items
+        Their per-item predictions (:func:`freezestats.results.item_predictions.item_predictions`); needed for
+        ``population="task"``, ignored otherwise.
+    response, metric
+        The analysed response (``heldout``, ``best_dev`` or ``final_dev``) and the task's metric.
+    reference
+        The depth every other depth is compared with (0: full fine-tuning).
+    population
+        ``"task"``: seeds and items both vary (:data:`POPULATIONS`). ``"evaluation_set"``: seeds only, the
+        paired t interval.
+    confidence
+        Level of the two-sided per-comparison interval ``ci_low, ci_high``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`TASK_CONTRAST_COLUMNS`, one row per (train size, depth other than the reference) that has
+        two or more paired runs. ``item_share`` is the item part's share of the variance (0 for the evaluation
+        set). A contrast with fewer than two pairs is left out (nothing to estimate its spread from).
+    """
+    if population not in POPULATIONS:
+        raise ModelFitError(
+            f"task_level_contrasts: `population` must be one of {list(POPULATIONS)}, got {population!r}."
+        )
+    if population == "task" and items is None:
+        raise ModelFitError("task_level_contrasts: population='task' needs the runs' per-item predictions.")
+    phi = run_pseudo_values(items, response, metric) if population == "task" else {}
+    rows = []
+    for size, at_size in runs.groupby("train_size", sort=True):
+        for depth in sorted(set(at_size["frozen_layers"].astype(int)) - {int(reference)}):
+            pairs = _pairs(at_size, depth, reference, response)
+            units = pairs.groupby("draw")["difference"].mean() if pairs["draw"].nunique() > 1 else pairs["difference"]
+            if len(units) < 2:
+                continue
+            if population == "task":
+                out = crossed_contrast(_item_differences(pairs, phi, size, depth), per_seed=units.to_numpy())
+            else:
+                out = _seed_only(units.to_numpy())
+            var = out["se"] ** 2
+            crit = stats.t.ppf(0.5 + confidence / 2, out["df"])
+            rows.append(
+                {
+                    "train_size": int(size),
+                    "frozen_layers": depth,
+                    "reference": int(reference),
+                    **out,
+                    "item_share": out["se_item"] ** 2 / var if var > 0 else 0.0,
+                    "ci_low": out["estimate"] - crit * out["se"],
+                    "ci_high": out["estimate"] + crit * out["se"],
+                    "n_pairs": len(pairs),
+                    "n_items": out.get("n_items", 0) if population == "task" else 0,
+                    "population": population,
+                }
+            )
+    if not rows:
+        raise ModelFitError("task_level_contrasts: no depth has two or more runs paired with the reference's.")
+    return pd.DataFrame(rows)[TASK_CONTRAST_COLUMNS]
+
+
+def _pairs(at_size: pd.DataFrame, depth: int, reference: int, response: str) -> pd.DataFrame:
+    """The runs of ``depth`` and of the reference at one size, one row per shared pairing key, with the
+    difference of their ``response`` and the subset draw they share."""
+    keys = [k for k in PAIR_KEYS if k in at_size.columns]
+    level = at_size[at_size["frozen_layers"] == depth].drop_duplicates(keys).set_index(keys)
+    ref = at_size[at_size["frozen_layers"] == reference].drop_duplicates(keys).set_index(keys)
+    common = level.index.intersection(ref.index)
+    level, ref = level.loc[common], ref.loc[common]
+    draws = level.reset_index()["subset_draw"].to_numpy() if "subset_draw" in keys else np.zeros(len(common))
+    return pd.DataFrame(
+        {
+            "trial": level["trial"].astype(int).to_numpy(),
+            "trial_ref": ref["trial"].astype(int).to_numpy(),
+            "draw": draws,
+            "difference": level[response].astype(float).to_numpy() - ref[response].astype(float).to_numpy(),
+        }
+    )
+
+
+def _item_differences(pairs: pd.DataFrame, phi: dict[int, pd.Series], size: object, depth: int) -> np.ndarray:
+    """The S x I table of per-item pseudo-value differences of the pairs, on the items every one of them scored."""
+    usable = [(a, b) for a, b in zip(pairs["trial"], pairs["trial_ref"], strict=True) if a in phi and b in phi]
+    if len(usable) < len(pairs):
+        raise ModelFitError(
+            f"{len(pairs) - len(usable)} of the {len(pairs)} run pairs of frozen_layers={depth} at train_size={size} "
+            "have no stored predictions, so the items' part of the task-level interval cannot be estimated."
+        )
+    common = phi[usable[0][0]].index
+    for a, b in usable:
+        common = common.intersection(phi[a].index).intersection(phi[b].index)
+    return np.vstack([phi[a].loc[common].to_numpy() - phi[b].loc[common].to_numpy() for a, b in usable])
+
+
+def _seed_only(units: np.ndarray) -> dict[str, float]:
+    """The paired t contrast over seeds: what varies is the seed, the evaluation items stay the drawn ones."""
+    se = float(np.std(units, ddof=1) / np.sqrt(len(units)))
+    df = float(len(units) - 1)
+    return {"estimate": float(units.mean()), "se_seed": se, "df_seed": df, "se_item": 0.0, "df_item": float("inf"),
+            "se": se, "df": df}  # fmt: skip
