@@ -93,7 +93,7 @@ def group_member(name: str, model: Path, glue_dir: Path, encoding: str = "cross"
     from freezestats.tasks.data import load_task_data
     from freezestats.tasks.subsets import nested_subsets, validation_halves
     from freezestats.training import encode_split
-    from freezestats.training.multitask import GroupMember
+    from freezestats.training.shared_encoder import GroupMember
 
     task = get_task(name)
     data = load_task_data(task, glue_dir)
@@ -141,7 +141,7 @@ def fine_tune_together(model: Path, group: Any, members: list, frozen: int, trai
     """``fine_tune_group`` on :func:`group_member` s with the seed and rate of :func:`fine_tune_alone`, so that a
     group of one can be compared with its task trained alone."""
     from freezestats.encoder.backbone import load_tokenizer
-    from freezestats.training.multitask import fine_tune_group
+    from freezestats.training.shared_encoder import fine_tune_group
 
     return fine_tune_group(
         model_name=str(model),

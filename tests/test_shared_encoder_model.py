@@ -1,4 +1,4 @@
-"""The multi-task model: one shared encoder, each task's head the single-task runner's."""
+"""The shared-encoder model: one encoder, each task's head the single-task runner's."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from transformers import set_seed
 from freezestats.encoder.backbone import load_classifier, load_tokenizer
 from freezestats.encoder.freezing import count_parameters
 from freezestats.tasks import get_task
-from freezestats.training.multitask import build_multitask_model
+from freezestats.training.shared_encoder import build_shared_encoder_model
 
 
 def test_heads_share_one_encoder_and_keep_their_task_losses(tiny_model: Path) -> None:
     tasks = [get_task("sst2"), get_task("stsb")]
-    model = build_multitask_model(str(tiny_model), tasks, load_classifier)
+    model = build_shared_encoder_model(str(tiny_model), tasks, load_classifier)
     sst2, stsb = model.classifier("sst2"), model.classifier("stsb")
     assert sst2.base_model is stsb.base_model is model.encoder
     alone = load_classifier(str(tiny_model), 2, False)
@@ -34,6 +34,6 @@ def test_a_group_of_one_is_the_single_task_model(tiny_model: Path) -> None:
     set_seed(5)
     alone = load_classifier(str(tiny_model), 2, False)
     set_seed(5)
-    group = build_multitask_model(str(tiny_model), [get_task("sst2")], load_classifier).classifier("sst2")
+    group = build_shared_encoder_model(str(tiny_model), [get_task("sst2")], load_classifier).classifier("sst2")
     mine, theirs = alone.state_dict(), group.state_dict()
     assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)

@@ -10,7 +10,7 @@ import pytest
 
 from freezestats.exceptions import SpecError
 from freezestats.training import data_orders
-from freezestats.training.multitask import MixedBatches, task_probabilities
+from freezestats.training.shared_encoder import MixedBatches, task_probabilities
 
 SIZES = {"sst2": 400, "mrpc": 100, "stsb": 36}  # 25, 7 and 3 batches of 16: 35 steps an epoch
 

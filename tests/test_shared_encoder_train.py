@@ -11,7 +11,7 @@ import torch
 from _factories import fine_tune_alone, fine_tune_together, group_member
 
 from freezestats.spec import GroupSpec, TrainingSpec
-from freezestats.training.multitask._steps import GroupSteps
+from freezestats.training.shared_encoder._steps import GroupSteps
 
 SPEC = TrainingSpec(epochs=2, batch_size=16, eval_every_epochs=0.5, device="cpu", precision="fp32")
 

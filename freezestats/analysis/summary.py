@@ -26,7 +26,7 @@ def _test_text(row: Any) -> str:
 def runs_counted(settings: dict[str, Any]) -> str:
     """The runs counted, e.g. "350 runs", or "54 cross-encoded runs alone (and 54 in groups, 30 bi-encoded)".
 
-    ``n_runs`` counts the rows of the freeze model only; a multi-task study's group rows and its bi-encoded rows
+    ``n_runs`` counts the rows of the freeze model only; a shared-encoder study's group rows and its bi-encoded rows
     are analysed in their own tables, and a count that left them out unsaid would understate the study.
     """
     grouped, bi = settings.get("n_rows_grouped") or 0, settings.get("n_rows_bi") or 0

@@ -94,7 +94,7 @@ class BiEncoderClassifier(nn.Module):
     """A pair task's bi-encoder: a transformers classifier's base model, two mean-pooled passes, a pair head.
 
     It looks like the classifier to the rest of freezestats: ``base_model`` (found by ``locate_encoder`` and
-    shared by a task group's :class:`~freezestats.training.multitask.MultiTaskModel`), and ``model(**batch,
+    shared by a task group's :class:`~freezestats.training.shared_encoder.SharedEncoderModel`), and ``model(**batch,
     labels=...)`` returning ``.loss`` and ``.logits``, where ``batch`` holds the first sentence's features
     and the second's with the :data:`SECOND` suffix.
     """

@@ -116,7 +116,7 @@ def _run_group_cell(
     interruptible: Callable[[], AbstractContextManager[None]],
 ) -> GroupTrialRecord:
     """Train the group's shared encoder on each task's subset of the cell's size; one record per task."""
-    from freezestats.training.multitask.train import GroupMember, fine_tune_group
+    from freezestats.training.shared_encoder.train import GroupMember, fine_tune_group
 
     spec = prepared.spec
     members = []

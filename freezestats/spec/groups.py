@@ -24,7 +24,7 @@ SAMPLINGS = ("proportional", "uniform", "temperature")
 class GroupSpec:
     """A task group: one shared encoder trained on several tasks at once, one head per task (MT-DNN style).
 
-    ``sampling`` picks which task each step trains on (see :mod:`freezestats.training.multitask.sampler`):
+    ``sampling`` picks which task each step trains on (see :mod:`freezestats.training.shared_encoder.sampler`):
     ``proportional`` visits every batch of every task once per epoch, ``uniform`` draws tasks with equal
     probability, ``temperature`` with probability proportional to ``n_t ** (1 / temperature)``.
     ``freeze_for`` names the tasks whose batches leave the frozen layers untouched (``"all"``: every

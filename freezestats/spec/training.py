@@ -1,7 +1,7 @@
 """The spec's ``[training]`` table: the fine-tuning protocol that every cell of a study shares.
 
 Kept apart from :mod:`freezestats.spec.study` because it is the table with the most keys, each a number with a range
-or a choice, read by the training code (:mod:`freezestats.training`, :mod:`freezestats.training.multitask`) with no
+or a choice, read by the training code (:mod:`freezestats.training`, :mod:`freezestats.training.shared_encoder`) with no
 need for the rest of the spec; its defaults are the 2020 blog post's protocol.
 """
 

@@ -1,6 +1,6 @@
 """The report's "Shared encoder" section: each task trained alone and in a group, against frozen layers.
 
-The question of the multi-task study behind this section is "does freezing help when tasks share an
+The question of the shared-encoder study behind this section is "does freezing help when tasks share an
 encoder, and for which task?", so per task it shows the metric against frozen layers, alone against
 together (one panel per train size), and states per size what the shared-encoder contrasts say
 (:mod:`freezestats.stats.comparisons.shared_encoder`): the group's difference from training alone at each depth, and how

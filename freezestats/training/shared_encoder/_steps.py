@@ -28,7 +28,7 @@ __all__ = ["GroupSteps"]
 
 @dataclass
 class GroupSteps:
-    """Trains a :class:`~freezestats.training.multitask.model.MultiTaskModel` on ``(task, batch)`` steps."""
+    """Trains a :class:`~freezestats.training.shared_encoder.model.SharedEncoderModel` on ``(task, batch)`` steps."""
 
     model: torch.nn.Module
     losses: Mapping[str, TrainingSteps]

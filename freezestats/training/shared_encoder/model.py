@@ -24,13 +24,13 @@ from freezestats.encoder.pair_encoding import drop_unused_pooler, pair_model
 from freezestats.exceptions import ModelError
 from freezestats.tasks import TaskConfig
 
-__all__ = ["MultiTaskModel", "build_multitask_model"]
+__all__ = ["SharedEncoderModel", "build_shared_encoder_model"]
 
 Loader = Callable[[str, int, bool], nn.Module]
 """``load_classifier(name, num_labels, regression)``: a fresh sequence-classification model."""
 
 
-class MultiTaskModel(nn.Module):
+class SharedEncoderModel(nn.Module):
     """Task classifiers that share one base model; ``model(task, **batch)`` runs ``task``'s classifier.
 
     The shared parameters are registered once per classifier, and ``parameters()`` yields each once.
@@ -39,7 +39,7 @@ class MultiTaskModel(nn.Module):
     def __init__(self, classifiers: Mapping[str, nn.Module]) -> None:
         super().__init__()
         if not classifiers:
-            raise ModelError("A multi-task model needs at least one task classifier.")
+            raise ModelError("A shared-encoder model needs at least one task classifier.")
         first = next(iter(classifiers.values()))
         shared = first.base_model
         for name, classifier in classifiers.items():
@@ -69,9 +69,9 @@ class MultiTaskModel(nn.Module):
         return self.heads[task](**batch)
 
 
-def build_multitask_model(
+def build_shared_encoder_model(
     model_name: str, tasks: Sequence[TaskConfig], load: Loader, pair_encoding: str = "cross"
-) -> MultiTaskModel:
+) -> SharedEncoderModel:
     """One classifier per task loaded with ``load`` in ``tasks``' order (the RNG order), sharing the first's encoder.
 
     The other classifiers' own pretrained encoders are dropped; loading whole classifiers costs a little
@@ -83,6 +83,6 @@ def build_multitask_model(
         task.name: pair_model(load(model_name, task.num_labels, task.is_regression), task, pair_encoding)
         for task in tasks
     }
-    model = MultiTaskModel(classifiers)
+    model = SharedEncoderModel(classifiers)
     drop_unused_pooler(model.heads.values())
     return model

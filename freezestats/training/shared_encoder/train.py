@@ -3,12 +3,12 @@
 The run reuses the single-task pieces: the same set-up order (seed, then the classifiers, then the arm),
 the frozen-prefix cache and the evaluator per task (each task on its own validation set and metric, with
 its own best, final and heldout checkpoints), and each task's ``batch_loss``. What is the group's own: the
-model (:mod:`~freezestats.training.multitask.model`), the mixed batches
-(:mod:`~freezestats.training.multitask.sampler`) and
-the steps that honour ``freeze_for`` (:mod:`~freezestats.training.multitask._steps`).
+model (:mod:`~freezestats.training.shared_encoder.model`), the mixed batches
+(:mod:`~freezestats.training.shared_encoder.sampler`) and
+the steps that honour ``freeze_for`` (:mod:`~freezestats.training.shared_encoder._steps`).
 
 A group of one task draws from the RNGs in the single-task run's order and trains on its batches in its
-order, so it reproduces that run exactly (``tests/test_multitask_train.py`` checks it).
+order, so it reproduces that run exactly (``tests/test_shared_encoder_train.py`` checks it).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from freezestats.training._measure import Meter
 from freezestats.training._outcome import RunOutcome
 from freezestats.training._prefix import FrozenPrefix, wire_prefix_cache
 from freezestats.training.model_builder import ModelBuilder
-from freezestats.training.multitask._steps import GroupSteps, last_loss
-from freezestats.training.multitask.model import MultiTaskModel, build_multitask_model
-from freezestats.training.multitask.sampler import MixedBatches
+from freezestats.training.shared_encoder._steps import GroupSteps, last_loss
+from freezestats.training.shared_encoder.model import SharedEncoderModel, build_shared_encoder_model
+from freezestats.training.shared_encoder.sampler import MixedBatches
 
 __all__ = ["GroupMember", "fine_tune_group"]
 
@@ -158,7 +158,7 @@ def _set_up(
     training: TrainingSpec,
     meter: Meter,
     pair_encoding: str = "cross",
-) -> tuple[torch.device, str, MultiTaskModel]:
+) -> tuple[torch.device, str, SharedEncoderModel]:
     """As the single-task set-up: device, precision, the seed, the classifiers in order, then the arm.
 
     ``load_classifier`` is looked up in :mod:`freezestats.training` at call time, so a test or benchmark
@@ -170,7 +170,7 @@ def _set_up(
     precision = _training.resolve_precision(training.precision, device)
     meter.watch(device)
     set_seed(seed)
-    model = build_multitask_model(model_name, [m.task for m in members], _training.load_classifier, pair_encoding)
+    model = build_shared_encoder_model(model_name, [m.task for m in members], _training.load_classifier, pair_encoding)
     first = model.classifier(members[0].task.name)
     if arm.prepare_model(first, level) is not first:
         raise SpecError(f"Arm '{arm.name}' wraps the model it prepares; task groups need an arm that freezes in place.")
@@ -179,7 +179,7 @@ def _set_up(
     return device, precision, model
 
 
-def _frozen_for_some(model: MultiTaskModel, group: GroupSpec) -> list[torch.nn.Parameter]:
+def _frozen_for_some(model: SharedEncoderModel, group: GroupSpec) -> list[torch.nn.Parameter]:
     """With ``freeze_for`` a list: the frozen encoder parameters, made trainable (their own optimizer steps
     them on the other tasks' batches only). With ``"all"``: none, they stay frozen."""
     if group.freeze_for == "all":
@@ -191,7 +191,7 @@ def _frozen_for_some(model: MultiTaskModel, group: GroupSpec) -> list[torch.nn.P
 
 
 def _evaluator(
-    model: MultiTaskModel, member: GroupMember, prefix: FrozenPrefix, autocast: Any, schedule: Schedule
+    model: SharedEncoderModel, member: GroupMember, prefix: FrozenPrefix, autocast: Any, schedule: Schedule
 ) -> Evaluator:
     """The single-task evaluator on ``member``'s classifier, validation set and metric."""
     return Evaluator(
