@@ -54,9 +54,11 @@ def noninferiority_answer(table: pd.DataFrame, baseline_check: pd.DataFrame | No
 
     Notes
     -----
-    Because the depths are tested in fixed sequence, "up to k" is literal: every shallower depth was shown
-    non-inferior too. "Not shown" is not "shown inferior": a depth that is not claimed may still be
-    non-inferior, and the study was too small to tell.
+    "Up to k" is literal: every shallower depth was shown non-inferior too. A procedure that tests past a depth
+    not shown (the task's graphical family) may show a deeper depth alone; the sentence then names it apart,
+    and ``deepest_noninferior`` stays the end of the unbroken run. A ``population`` column of ``table`` (what
+    the intervals speak of) is carried into the answer. "Not shown" is not "shown inferior": a depth that is
+    not claimed may still be non-inferior, and the study was too small to tell.
     """
     _require_columns(table, NONINFERIORITY_COLUMNS, "table", "noninferiority_sequence")
     checks = None
@@ -73,11 +75,17 @@ def noninferiority_answer(table: pd.DataFrame, baseline_check: pd.DataFrame | No
             rows.append((size, None, margin, False, _no_baseline_statement(check, size, reference)))
             continue
         part = order_by_depth(part)
-        claimed = part[part["noninferior"].astype(bool)]
-        deepest = None if claimed.empty else int(claimed["frozen_layers"].iloc[-1])
+        shown = part["noninferior"].astype(bool).to_numpy()
+        prefix = int(shown.cumprod().sum())  # the depths shown with every shallower one shown too
+        deepest = int(part["frozen_layers"].iloc[prefix - 1]) if prefix else None
         statement = _answer_statement(deepest, part, size, margin, reference)
+        beyond = [int(k) for k in part["frozen_layers"].iloc[prefix:][shown[prefix:]]]
+        if beyond:  # a procedure that tests past a failure (the task's graph) can show a deeper depth alone
+            statement += _beyond_gap(beyond, int(part["frozen_layers"].iloc[prefix]), deepest)
         rows.append((size, deepest, margin, True, statement))
     out = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
+    if "population" in table.columns:
+        out["population"] = str(table["population"].iloc[0])
     out["deepest_noninferior"] = out["deepest_noninferior"].astype(object)
     out.loc[out["deepest_noninferior"].isna(), "deepest_noninferior"] = None
     return out
@@ -132,6 +140,15 @@ def _answer_statement(deepest: int | None, part: pd.DataFrame, size: int, margin
         f"no frozen depth was shown non-inferior to {against} within {_points(margin)} at n = {size} (the first "
         f"depth of the sequence, frozen_layers={int(first['frozen_layers'])}, has lower bound "
         f"{float(first['lower']):.4f} against -{margin:g})"
+    )
+
+
+def _beyond_gap(beyond: list[int], gap: int, deepest: int | None) -> str:
+    """The depths shown non-inferior past one that was not: named, never folded into "up to"."""
+    names = ", ".join(str(k) for k in beyond)
+    return (
+        f"{'; ' if deepest is not None else '; but '}frozen_layers={names} "
+        f"{'is' if len(beyond) == 1 else 'are'} shown non-inferior too, although frozen_layers={gap} is not"
     )
 
 
