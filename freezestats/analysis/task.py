@@ -9,33 +9,17 @@ an error, so one unfit table never hides the others.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from freezestats.analysis.result import SECOND_MODE, Analysis
+from freezestats.analysis.answer import answer_as_tests, answer_contrasts, item_uncertainty, two_part_table
+from freezestats.analysis.options import AnalysisOptions
+from freezestats.analysis.result import Analysis
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.descriptive.variance import variance_homogeneity
 
-__all__ = ["CHECKPOINT_OF", "AnalysisOptions", "TaskAnalysis", "metric_failures"]
-
-
-@dataclass(frozen=True)
-class AnalysisOptions:
-    """What ``analyze`` was asked for (its keyword arguments, checked)."""
-
-    model: str
-    response: str
-    variance: str
-    reference: int
-    margin: float | None
-    adjust: str
-    adjust_across: str
-    n_boot: int
-    bootstrap_tests: int
-    progress: Callable[[int, int], object] | None
-    items: pd.DataFrame | None
+__all__ = ["CHECKPOINT_OF", "TaskAnalysis", "metric_failures"]
 
 
 class TaskAnalysis:
@@ -66,10 +50,10 @@ class TaskAnalysis:
         self._model_free(task, runs, rule, compare_with_blog)
         two_part = None
         if self.options.model == "mixed":
-            self.attempt("two_part_contrasts", task, lambda: _two_part(runs, response, self.options.reference))
+            self.attempt("two_part_contrasts", task, lambda: two_part_table(runs, response, self.options.reference))
             # the default's answer; an explicit --variance pooled / per_cell answers from that model, to compare
             if self.options.variance == "per_size":
-                two_part = _answer_contrasts(self.result, runs, task, response)
+                two_part = answer_contrasts(self.result, runs, task, response)
             else:
                 self.result.settings.setdefault("answer_from", {})[task] = "model"
         all_runs_fit = None
@@ -136,11 +120,9 @@ class TaskAnalysis:
         if o.margin is not None:
             self.attempt("equivalence", task, lambda: stats.equivalence_tests(fit, o.margin, o.reference), **labels)
         if fit_name == "all_runs":
-            _answer_as_tests(
-                self.result, self.attempt, fit, runs, task, o.reference, o.margin, o.adjust_across, two_part
-            )
-            if o.items is not None:
-                _item_uncertainty(self.result, self.attempt, runs, o.items, task, o.response)
+            answer_as_tests(self.result, self.attempt, fit, runs, task, o, two_part)
+            if o.items is not None and o.uncertainty == "seeds":
+                item_uncertainty(self.result, self.attempt, runs, o.items, task, o.response)
             if o.model == "mixed":
                 self._power(task, fit)
         return fit
@@ -184,41 +166,6 @@ class TaskAnalysis:
 
 #: The checkpoint whose predictions each response scores (freezestats.training.predictions.CHECKPOINTS).
 CHECKPOINT_OF = {"best_dev": "best", "heldout": "heldout", "final_dev": "final"}
-
-
-def _two_part(runs: pd.DataFrame, response: str, reference: int) -> pd.DataFrame:
-    """Contrasts of the expected score with failures in two parts (:mod:`freezestats.stats.failures.two_part`). The
-    healthy runs get a variance per cell, the structure ``bench/coverage.py`` validated (README, *Coverage*; with a
-    variance per size, frozen 10 at n = 100 fell to 0.86 in scenario b)."""
-    from freezestats.stats.failures.two_part import two_part_contrasts
-
-    return two_part_contrasts(runs, response, reference=reference, variance="per_cell")
-
-
-def _answer_contrasts(result: Analysis, runs: pd.DataFrame, task: str, response: str) -> pd.DataFrame | None:
-    """The two-part contrasts when the answer is to come from them, else None (the per-size model's).
-
-    Where some cell mixes healthy runs with failed runs far below them (:func:`failures_within_cells`), its
-    scores are a healthy spread plus far outliers that no normal model of the cell covers: in scenario b of
-    ``bench/coverage.py`` (5% of runs collapse) the per-size model's intervals covered 0.77-0.86 for several
-    contrasts, the two-part contrasts at least 0.90 (README, *Coverage*). Where no cell does, the per-size model
-    is the one that holds (scenario a) and has the more degrees of freedom. ``settings["answer_from"]`` records
-    the choice per task.
-    """
-    from freezestats.stats.failures.two_part import failures_within_cells
-
-    mixed = failures_within_cells(runs, runs["failed"].fillna(False).astype(bool), response)
-    table = result.tables.get("two_part_contrasts")
-    mine = None if table is None else table[table["task"] == task].drop(columns="task")
-    use = mixed and mine is not None and not mine.empty
-    result.settings.setdefault("answer_from", {})[task] = "two_part" if use else "model"
-    if mixed and not use:
-        result.warnings.append(
-            f"{task}: {SECOND_MODE}, but the two-part contrasts could not be computed, so the non-inferiority "
-            "answer comes from the mixed model of all runs, whose intervals can be too narrow there "
-            "(bench/coverage.py, scenario b)."
-        )
-    return mine if use else None
 
 
 def metric_failures(runs: pd.DataFrame, response: str) -> tuple[pd.Series, str]:
@@ -297,68 +244,6 @@ def _warn_unequal_spread(result: Analysis, task: str, model: str, variance: str)
             f"{row['min_sd']:.3g}..{row['max_sd']:.3g}); the {model} model assumes one residual variance for all "
             f"runs, so its intervals are too wide for stable cells and too narrow for unstable ones: {advice}"
         )
-
-
-def _answer_as_tests(
-    result: Analysis,
-    attempt: Callable[..., None],
-    fit: Any,
-    runs: pd.DataFrame,
-    task: str,
-    reference: int,
-    margin: float | None,
-    adjust_across: str,
-    two_part: pd.DataFrame | None = None,
-) -> None:
-    """The headline answer as tests: non-inferiority in fixed sequence shallow to deep (after checking that the
-    reference beats the majority baseline), and Lee et al.'s 90% criterion as a linear test. The sequence tests
-    ``two_part`` contrasts when given (:func:`_answer_contrasts`), else the fit's."""
-    from freezestats import stats
-
-    metric = str(runs["metric"].mode().iloc[0]) if "metric" in runs.columns and runs["metric"].notna().any() else ""
-    used = margin if margin is not None else stats.default_margin(metric or "accuracy")
-    result.settings["margins"][task] = used
-    n_sizes = runs["train_size"].nunique()
-    alpha = 0.05 / n_sizes if adjust_across == "sizes" else 0.05
-    baseline = None
-    if "majority_baseline" in runs.columns and runs["majority_baseline"].notna().all():
-        baseline = runs.groupby("train_size")["majority_baseline"].mean()
-    attempt(
-        "noninferiority",
-        task,
-        lambda: stats.noninferiority_sequence(
-            fit if two_part is None else two_part, margin=used, reference=reference, adjust_across=adjust_across
-        ),
-    )
-    check = None
-    if baseline is not None:
-        attempt(
-            "baseline_check", task, lambda: stats.reference_beats_baseline(fit, baseline, alpha, reference=reference)
-        )
-        table = result.tables.get("baseline_check")
-        check = table[table["task"] == task].drop(columns="task") if table is not None else None
-    sequence = result.tables.get("noninferiority")
-    if sequence is not None and (sequence["task"] == task).any():
-        mine = sequence[sequence["task"] == task].drop(columns="task")
-        attempt("answer", task, lambda: stats.noninferiority_answer(mine, check))
-    attempt("lee_tests", task, lambda: stats.lee_ratio_tests(fit, ratio=0.9, reference=reference))
-
-
-def _item_uncertainty(
-    result: Analysis, attempt: Callable[..., None], runs: pd.DataFrame, items: pd.DataFrame, task: str, response: str
-) -> None:
-    """The non-inferiority sequence with the items' sampling variance added
-    (:mod:`freezestats.stats.items.uncertainty`)."""
-    from freezestats.stats.items.uncertainty import noninferiority_with_items
-
-    sequence = result.tables.get("noninferiority")
-    if sequence is None or not (sequence["task"] == task).any():
-        return
-    mine = sequence[sequence["task"] == task].drop(columns="task")
-    metric = str(runs["metric"].mode().iloc[0]) if "metric" in runs.columns else "accuracy"
-    task_items = items[(items["task"] == task) & items["trial"].isin(runs["trial"])]  # not a group's trials
-    result.settings["answer_uncertainty"] = "seeds"
-    attempt("noninferiority_items", task, lambda: noninferiority_with_items(mine, runs, task_items, response, metric))
 
 
 def _fit(model: str, data: pd.DataFrame, response: str, include_failed: bool, variance: str = "per_size") -> Any:

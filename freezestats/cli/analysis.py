@@ -37,6 +37,12 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
         help="response: heldout (default, no selection bias), final_dev, best_dev (the blog's, biased upward)",
     )
     parser.add_argument(
+        "--uncertainty",
+        default="task",
+        help="what the answer's intervals let vary: task (default: seeds and evaluation items, i.e. new examples "
+        "of the task; needs the runs' predictions) or seeds (the model's answer for this evaluation set)",
+    )
+    parser.add_argument(
         "--variance",
         default="per_size",
         help="mixed model's residual variance: per_size (default), per_cell or pooled (one for all runs)",
@@ -121,6 +127,7 @@ def _run_analyze(
         bootstrap_tests=args.bootstrap_tests,
         progress=progress,
         items=items,
+        uncertainty=args.uncertainty,
     )
 
 
@@ -173,6 +180,7 @@ class _Report(_Command):
             variance=args.variance,
             margin=args.margin,
             n_boot=args.n_boot,
+            uncertainty=args.uncertainty,
             formats=args.format,
             overwrite=args.overwrite,
             console=console,

@@ -119,6 +119,7 @@ def build_report(
     variance: str = "per_size",
     margin: float | None = None,
     n_boot: int = 2000,
+    uncertainty: str = "task",
     formats: str | tuple[str, ...] = ("html", "pdf"),
     overwrite: bool = False,
     console: Console | None = None,
@@ -157,6 +158,7 @@ def build_report(
             variance=variance,
             margin=margin,
             n_boot=n_boot,
+            uncertainty=uncertainty,
         )
         renderer = choose_renderer()
         progress.update(stage, completed=1)

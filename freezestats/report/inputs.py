@@ -50,7 +50,7 @@ class ReportInputs:
     def task_runs(self, task: str, all_arms: bool = False) -> pd.DataFrame | None:
         """The grid runs of one task (search runs are not part of the grid's statistics) that the freeze sections
         plot: trained alone, read as one input (``cross``: bi runs have their own section), and of the freeze arm
-        only unless ``all_arms`` (the strategy section's)."""
+        only unless ``all_arms`` (the arm section's)."""
         if self.runs is None:
             return None
         from freezestats.analysis.arms import freeze_rows
@@ -77,6 +77,7 @@ def gather_inputs(
     variance: str = "per_size",
     margin: float | None = None,
     n_boot: int = 2000,
+    uncertainty: str = "task",
 ) -> ReportInputs:
     """Load or compute the analysis, the runs and the study record (see the module docstring)."""
     if storage is not None and results is not None:
@@ -111,7 +112,14 @@ def gather_inputs(
 
         items, why_not = load_item_table(storage, predictions, study_name, runs=runs)
         analysis = analyze(
-            runs, model=model, response=metric, variance=variance, margin=margin, n_boot=n_boot, items=items
+            runs,
+            model=model,
+            response=metric,
+            variance=variance,
+            margin=margin,
+            n_boot=n_boot,
+            items=items,
+            uncertainty=uncertainty,
         )
         if why_not:
             analysis.warnings.append(why_not)
