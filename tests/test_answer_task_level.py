@@ -112,3 +112,22 @@ def test_the_population_option_is_checked(held_out_case: tuple) -> None:
         analyze(runs, items=items, uncertainty="items")
     with pytest.raises(ModelFitError, match="needs the runs' per-item predictions"):
         task_level_contrasts(runs, None, response="heldout", metric="accuracy", population="task")
+
+
+@pytest.mark.parametrize("uncertainty", ["task", "seeds"])
+def test_the_reports_answer_names_the_population_and_procedure_that_ran(held_out_case: tuple, uncertainty: str) -> None:
+    from freezestats.report.inputs import ReportInputs
+    from freezestats.report.text import answer
+    from freezestats.stats.items.task_level import POPULATIONS
+
+    runs, items = held_out_case
+    result = analyze(runs, items=items, margin=0.01, n_boot=50, uncertainty=uncertainty)
+    text = answer(ReportInputs(analysis=result, runs=runs, study=None, notes=[], ran_analysis=True))
+    population = result.settings["answer_population"]["sst2"]
+    assert POPULATIONS[population] in text
+    assert result.settings["answer_procedure"]["sst2"] in text
+    other = "evaluation_set" if population == "task" else "task"
+    assert f"speak of {POPULATIONS[other]}" not in text
+    no_items = analyze(runs, margin=0.01, n_boot=50)
+    text = answer(ReportInputs(analysis=no_items, runs=runs, study=None, notes=[], ran_analysis=True))
+    assert "No per-item predictions are stored" in text.split("**sst2**", 1)[1].split(".", 2)[1]

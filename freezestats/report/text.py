@@ -13,6 +13,7 @@ import pandas as pd
 from freezestats.analysis.result import SECOND_MODE
 from freezestats.report.figures import frozen_label, frozen_order
 from freezestats.report.inputs import ReportInputs
+from freezestats.stats.items.task_level import POPULATIONS
 
 __all__ = ["FAILED_DEFINITION", "answer", "frozen_dropout", "metric_name", "n_layers"]
 
@@ -57,13 +58,15 @@ def _points(value: float) -> str:
 
 
 def answer(inputs: ReportInputs) -> str:
-    """One paragraph per task: the answer as a test (non-inferiority in fixed sequence), then what the
+    """One paragraph per task: which population the answer speaks of, the answer as tests, then what the
     superiority contrasts say, described as what they are, and a two-sentence "how to read this" box.
 
-    The claim "freezing up to k layers is non-inferior within m points" comes from
-    :func:`freezestats.stats.noninferiority_sequence`: one-sided lower bounds against ``-margin``, tested from
-    shallow to deep and stopped at the first failure. Where full fine-tuning was not shown to beat the
-    majority baseline, no cost is stated. "Not significantly worse" is never read as "safe".
+    The claim "freezing up to k layers is non-inferior within m points" comes from the analysis' ``noninferiority``
+    table: by default each depth's paired task-level contrast under the task's graphical procedure
+    (:mod:`freezestats.stats.inference.task_family`); with ``--uncertainty seeds`` the model's fixed sequence.
+    The paragraph names the population and the procedure from the analysis' settings, so the words cannot drift
+    from what ran. Where full fine-tuning was not shown to beat the majority baseline, no cost is stated. "Not
+    significantly worse" is never read as "safe".
     """
     settings = inputs.analysis.settings
     answers = inputs.analysis.tables.get("answer")
@@ -94,16 +97,38 @@ def answer(inputs: ReportInputs) -> str:
         margin = settings.get("margins", {}).get(task)
         extra = _superiority_sentence(contrasts, task, reference, settings.get("adjust", "holm"))
         paragraphs.append(
-            f"{lead} "
+            f"{lead} {population_sentence(settings, task)} "
             + ". ".join(sentences)
             + "."
             + (f" {extra}" if extra else "")
-            + f" (Margin {margin:g}; depths tested shallow to deep, stopping at the first that fails; {family}"
+            + f" (Margin {margin:g}; {procedure_phrase(settings, task, family)}"
             + (_TWO_PART_NOTE if settings.get("answer_from", {}).get(task) == "two_part" else "")
             + ".)"
             + _items_sentence(inputs.analysis.tables.get("noninferiority_items"), task)
         )
     return "\n\n".join(paragraphs)
+
+
+def population_sentence(settings: dict[str, Any], task: str) -> str:
+    """What the task's answer speaks of, said first: the task, or (without stored predictions, or with
+    ``--uncertainty seeds``) this evaluation set only."""
+    population = settings.get("answer_population", {}).get(task, "evaluation_set")
+    if population == "task":
+        return f"These intervals speak of {POPULATIONS['task']}."
+    if settings.get("uncertainty", "seeds") == "task":
+        return (
+            "No per-item predictions are stored for these runs, so these intervals speak of "
+            f"{POPULATIONS['evaluation_set']} only, not of the task."
+        )
+    return f"These intervals speak of {POPULATIONS['evaluation_set']} only (`--uncertainty seeds`), not of the task."
+
+
+def procedure_phrase(settings: dict[str, Any], task: str, family: str) -> str:
+    """The multiple-testing procedure the answer actually ran, in the words of its settings."""
+    procedure = settings.get("answer_procedure", {}).get(task)
+    if procedure and settings.get("uncertainty") == "task":
+        return f"each depth against the reference on its own paired runs; {procedure}; familywise 5% over the task"
+    return f"depths tested shallow to deep, stopping at the first that fails: {procedure or family}"
 
 
 _TWO_PART_NOTE = (
