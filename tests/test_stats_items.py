@@ -96,7 +96,8 @@ def item_study() -> object:
 
 
 def test_analyze_puts_the_sequence_with_items_beside_the_seed_only_one(item_study: object) -> None:
-    result = analyze(item_study.results, items=item_study.items, margin=0.01, n_boot=50)  # type: ignore[attr-defined]
+    study = item_study
+    result = analyze(study.results, items=study.items, margin=0.01, n_boot=50, uncertainty="seeds")  # type: ignore[attr-defined]
     table = result.tables["noninferiority_items"]
     seed_only = result.tables["noninferiority"]
     assert len(table) == len(seed_only) == 4 and (table["n_items"] == 436).all() and (table["n_pairs"] == 8).all()
@@ -133,7 +134,8 @@ def test_cli_analyze_reads_predictions_and_writes_the_items_table(item_study: ob
     results, items = tmp_path / "results.csv", tmp_path / "predictions.parquet"
     item_study.results.to_csv(results, index=False)  # type: ignore[attr-defined]
     item_study.items.to_parquet(items)  # type: ignore[attr-defined]
-    code = main(["analyze", "--results", str(results), "--predictions", str(items), "-o", str(tmp_path / "a")])
+    args = ["--results", str(results), "--predictions", str(items), "--uncertainty", "seeds"]
+    code = main(["analyze", *args, "-o", str(tmp_path / "a")])
     assert code == 0
     assert len(pd.read_parquet(tmp_path / "a" / "noninferiority_items.parquet")) == 4
     assert main(["analyze", "--results", str(results), "--predictions", str(results), "-o", str(tmp_path / "b")]) != 0
