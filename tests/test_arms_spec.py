@@ -149,7 +149,7 @@ def test_a_cell_with_an_arm_is_not_a_single_arm_cell() -> None:
 
 
 def test_analyze_compares_arms_instead_of_pooling_them() -> None:
-    """A table of several arms gets the across-arm model (strategy_contrasts) and the freeze-depth model sees
+    """A table of several arms gets the across-arm model (arm_contrasts) and the freeze-depth model sees
     the freeze arm's rows only; a table with no full fine-tuning to compare with is refused in one line."""
     from freezestats.analysis.pipeline import analyze
     from freezestats.exceptions import ModelFitError
@@ -161,8 +161,8 @@ def test_analyze_compares_arms_instead_of_pooling_them() -> None:
     mixed.loc[mixed["frozen_layers"] == 4, ["arm", "frozen_layers"]] = ["lora", None]  # arm_level 4: the rank
     result = analyze(mixed, n_boot=10)
     assert set(result.tables["contrasts"]["frozen_layers"]) == {2}
-    strategies = result.tables["strategy_contrasts"]
-    assert set(zip(strategies["arm"], strategies["arm_level"], strict=True)) == {("freeze", 2), ("lora", 4)}
+    levels = result.tables["arm_contrasts"]
+    assert set(zip(levels["arm"], levels["arm_level"], strict=True)) == {("freeze", 2), ("lora", 4)}
     only_lora = table.assign(arm="lora", frozen_layers=None)
     with pytest.raises(ModelFitError) as info:
         analyze(only_lora, n_boot=10)
@@ -172,7 +172,7 @@ def test_analyze_compares_arms_instead_of_pooling_them() -> None:
 def test_validate_lists_the_arms_and_their_cells(glue_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from freezestats.cli.main import main
 
-    assert main(["validate", "strategies-minilm", "--data-dir", str(glue_dir), "--list-cells"]) == 0
+    assert main(["validate", "arms-minilm", "--data-dir", str(glue_dir), "--list-cells"]) == 0
     out = capsys.readouterr().out
     assert "arms freeze (-1, 0, 2, 4, 6), reinit (1, 2, 3), lora (4, 16), probe-mean (2, 4, 'last')" in out
     assert "960 trials" in out and "cola|arm=probe-cls|level=6|n=1000|draw=0|seed=6  no lr" in out

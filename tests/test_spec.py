@@ -125,7 +125,7 @@ def test_valid_spec_round_trips_and_hash_is_stable(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["quick", "blog2020", "blog2020-minilm", "lee2019", "multitask-minilm", "strategies-minilm"]
+    "name", ["quick", "blog2020", "blog2020-minilm", "lee2019", "multitask-minilm", "arms-minilm"]
 )
 def test_shipped_specs_are_valid(name: str) -> None:
     from freezestats.tasks.bundled import bundled_path

@@ -17,9 +17,10 @@ from typing import Any
 import pandas as pd
 
 from freezestats import __version__
-from freezestats.analysis.arms import add_strategy_tables, freeze_rows
+from freezestats.analysis.arms import add_arm_tables, freeze_rows
+from freezestats.analysis.options import UNCERTAINTIES, AnalysisOptions
 from freezestats.analysis.result import Analysis
-from freezestats.analysis.task import AnalysisOptions, TaskAnalysis
+from freezestats.analysis.task import TaskAnalysis
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.design.input_table import check_results_table, normalize_results, shorten
 
@@ -166,6 +167,7 @@ def analyze(
     bootstrap_tests: int = 0,
     progress: Callable[[int, int], object] | None = None,
     items: pd.DataFrame | None = None,
+    uncertainty: str = "task",
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time.
 
@@ -173,20 +175,26 @@ def analyze(
     (``interaction_test_bootstrap``) with that many draws, reporting each draw to ``progress(done, total)``; it is
     not in the default path, which stays within seconds for a 350-run table.
 
-    ``items`` (the per-item predictions, :func:`freezestats.results.item_predictions.item_predictions`) adds the
-    non-inferiority sequence with item uncertainty (``noninferiority_items``) beside the seed-only one; the
-    answer stays on the seed-only intervals, the table says where the two differ.
+    ``uncertainty`` says what the answer's intervals let vary. ``"task"`` (default): each depth's own contrast with
+    the reference, paired by seed, with the evaluation items' sampling variance from ``items`` (the per-item
+    predictions, :func:`freezestats.results.item_predictions.item_predictions`), so the answer speaks of new
+    seeds *and new examples* of the task; without ``items`` it speaks of this evaluation set and says so. The
+    family is the task (every size and depth), under a graphical procedure
+    (:mod:`freezestats.stats.inference.task_family`). ``"seeds"``: the model's fixed sequence per size, which
+    speaks of this evaluation set (then ``items`` adds ``noninferiority_items`` beside it).
     """
     from freezestats import stats
     from freezestats.stats.descriptive.reference import load_reference
 
     _check_options(model, response, variance, margin, adjust_across)
+    if uncertainty not in UNCERTAINTIES:
+        raise ModelFitError(f"`--uncertainty` must be one of {list(UNCERTAINTIES)}, but got {uncertainty!r}.")
     check_results_table(data, response, model=model, tasks=tasks, reference=reference)
     every = normalize_results(data)
     data, n_bi = _cross_encoded(every)
     all_grid = data[data["role"] == "grid"]
     arm_grid, n_grouped = _trained_alone(all_grid)
-    grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: strategy tables
+    grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: the arm tables
     if grid.empty:
         raise ModelFitError(
             f"The results table has no runs of the freeze arm trained alone (arms present: {_arm_names(arm_grid)}); "
@@ -202,6 +210,7 @@ def analyze(
         "margin": margin,
         "adjust": adjust,
         "adjust_across": adjust_across,
+        "uncertainty": uncertainty,
         "margins": {},
         "delta": delta or margin or 0.02,
         "tasks": tasks,
@@ -225,6 +234,7 @@ def analyze(
         bootstrap_tests=bootstrap_tests,
         progress=progress,
         items=items,
+        uncertainty=uncertainty,
     )
     steps = TaskAnalysis(result, options)
     blog_tasks = set(load_reference()["task"])
@@ -239,7 +249,7 @@ def analyze(
             metric = arm_grid.loc[arm_grid["task"] == task, "metric"] if "metric" in arm_grid else pd.Series()
             return margin or stats.default_margin(str(metric.mode().iloc[0]) if metric.notna().any() else "accuracy")
 
-        add_strategy_tables(steps.attempt, arm_grid, tasks, response, margin_of)
+        add_arm_tables(steps.attempt, arm_grid, tasks, response, margin_of)
     if n_bi:
         _pair_encodings(steps.attempt, every[every["role"] == "grid"], tasks, response, adjust)
     if pooled:

@@ -2,7 +2,7 @@
 
 Apart from :mod:`freezestats.analysis.pipeline` (which computes) so that the report and the CLI can read an
 analysis without the models: ``write_analysis`` stores every table as parquet + CSV with ``analysis.json``,
-``read_analysis`` reads the folder back.
+``read_analysis`` reads the folder back, also one written before a table was renamed (:data:`RENAMED_TABLES`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any
 
 import pandas as pd
 
-from freezestats.exceptions import ModelFitError
+from freezestats.exceptions import ModelFitError, warn_renamed
 
 __all__ = [
+    "RENAMED_TABLES",
     "RESULTS_FILE",
     "SECOND_MODE",
     "STUDY_FILE",
@@ -31,6 +32,13 @@ SECOND_MODE = "some cells mix healthy runs with failed runs far below them"
 
 RESULTS_FILE = "results.parquet"
 STUDY_FILE = "study.json"
+
+RENAMED_TABLES = {
+    "strategy_contrasts": "arm_contrasts",
+    "strategy_noninferiority": "arm_noninferiority",
+    "strategy_answer": "arm_answer",
+}
+"""A table's name before it was renamed -> its name now: an older analysis folder's tables are read under the new."""
 
 
 @dataclass
@@ -106,7 +114,9 @@ def read_analysis(in_dir: str | Path) -> Analysis:
         table_path = folder / f"{name}.parquet"
         if not table_path.is_file():
             raise ModelFitError(f"{path} lists table {name!r}, but {table_path.name} is missing from {folder}.")
-        tables[name] = pd.read_parquet(table_path)
+        tables[RENAMED_TABLES.get(name, name)] = pd.read_parquet(table_path)
+    if set(names) & set(RENAMED_TABLES):  # all three were renamed together: one note
+        warn_renamed("analysis tables", "strategy_*", "arm_*", str(folder))
     if not tables:
         raise ModelFitError(f"The analysis in {folder} has no tables; run freezestats analyze again.")
     return Analysis(settings=settings, tables=tables, warnings=warnings)

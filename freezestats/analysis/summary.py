@@ -97,10 +97,10 @@ def _other_answers(analysis: Analysis, task: str) -> list[str]:
     """The across-arm answer, the shared-encoder freezing gains and the cross/bi gaps of a task, when the study
     has them."""
     lines = []
-    strategy = analysis.tables.get("strategy_answer")
-    if strategy is not None and (strategy["task"] == task).any():
-        lines.append("  which strategy (non-inferiority against full fine-tuning, Holm over a size's strategies):")
-        lines.extend(f"    {statement}" for statement in strategy.loc[strategy["task"] == task, "statement"])
+    arms = analysis.tables.get("arm_answer")
+    if arms is not None and (arms["task"] == task).any():
+        lines.append("  which arm (non-inferiority against full fine-tuning, Holm over a size's arm levels):")
+        lines.extend(f"    {statement}" for statement in arms.loc[arms["task"] == task, "statement"])
     shared = analysis.tables.get("shared_encoder")
     if shared is not None and (shared["task"] == task).any():
         gains = shared[(shared["task"] == task) & (shared["comparison"] == "freezing_gain_difference")]

@@ -3,7 +3,8 @@
 To add a command, subclass :class:`_Command` (from :mod:`freezestats.cli.base`) in the module of its group and add
 it to ``_COMMANDS``: the study commands live in :mod:`freezestats.cli.study`, ``analyze`` and ``report`` in
 :mod:`freezestats.cli.analysis`. Every deliberate error
-(:class:`~freezestats.exceptions.FreezestatsError`) is printed as one line and exits with status 2;
+(:class:`~freezestats.exceptions.FreezestatsError`) is printed as one line and exits with status 2, and a
+renamed name still in use (:class:`~freezestats.exceptions.RenamedWarning`) as one line that goes on;
 Ctrl-C during ``run`` exits with 130 after the interrupted trial is recorded, so a re-run resumes.
 """
 
@@ -12,13 +13,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from freezestats import __version__
 from freezestats.cli.analysis import _Analyze, _Report
 from freezestats.cli.base import _Command
 from freezestats.cli.study import _Export, _Run, _Status, _Validate, _Worker
-from freezestats.exceptions import FreezestatsError
+from freezestats.exceptions import FreezestatsError, RenamedWarning
 
 __all__ = ["main"]
 
@@ -50,13 +53,27 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return command.take_action(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line(command.name, warnings.showwarning)
+            return command.take_action(args)
     except FreezestatsError as err:
         print(f"freezestats {command.name}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         return 130
+
+
+def _one_line(command: str, show: Callable[..., None]) -> Callable[..., None]:
+    """``warnings.showwarning`` that prints a :class:`RenamedWarning` as one line (no source line), others as before."""
+
+    def showwarning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, RenamedWarning):
+            print(f"freezestats {command}: note: {message}", file=sys.stderr)
+        else:
+            show(message, category, *args, **kwargs)
+
+    return showwarning
 
 
 if __name__ == "__main__":  # pragma: no cover

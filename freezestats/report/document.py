@@ -21,11 +21,11 @@ from freezestats.analysis.summary import runs_counted
 from freezestats.report import figures as F
 from freezestats.report import methods, text
 from freezestats.report.inputs import ReportInputs
+from freezestats.report.sections.arms import arm_section
 from freezestats.report.sections.comparisons import compute_section, lee_section, reference_section
 from freezestats.report.sections.model_details import appendix, model_section, p_text
 from freezestats.report.sections.pair_encoding import pair_encoding_section
 from freezestats.report.sections.shared_encoder import shared_encoder_section
-from freezestats.report.sections.strategies import strategy_section
 from freezestats.report.tables import fmt_num, present, sorted_cells
 from freezestats.report.writer import Writer, heading, task_table, why_missing
 from freezestats.tasks.bundled import bundled_path
@@ -361,7 +361,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "blog_figures": _blog_section(inputs, w),
         "emmeans": _emmeans_section(inputs, w),
         "contrasts": _contrasts_section(inputs, w),
-        "strategies": strategy_section(inputs, w),
+        "arms": arm_section(inputs, w),
         "shared_encoder": shared_encoder_section(inputs, w),
         "pair_encoding": pair_encoding_section(inputs, w),
         "variance": _variance_section(inputs, w),

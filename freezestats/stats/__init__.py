@@ -7,10 +7,16 @@ design), ``models`` (mixed / OLS / GLMM fits), ``inference`` (marginal means, co
 non-inferiority answer, power), ``failures`` (collapsed runs), ``items`` (the evaluation items' uncertainty),
 ``lee`` (Lee et al.'s operating point), ``descriptive`` (cell summaries, the published figures), ``comparisons``
 (arms, shared encoder, pair encoding, all tasks in one model) and ``simulation`` (tables with known effects).
+
+The arm comparison's functions were called ``strategy_*`` before (``strategy_contrasts``, ...): those names
+still work here, with a ``DeprecationWarning`` naming the ``arm_*`` one.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from freezestats.stats.comparisons.arm_levels import arm_answer, arm_contrasts, arm_noninferiority
 from freezestats.stats.comparisons.pooled_tasks import PooledFit, fit_pooled, task_interaction_test
 from freezestats.stats.descriptive.reference import compare_with_reference, load_reference
 from freezestats.stats.descriptive.variance import cell_summary, seed_spread, spread_test
@@ -37,6 +43,9 @@ __all__ = [
     "MixedFit",
     "OlsFit",
     "PooledFit",
+    "arm_answer",
+    "arm_contrasts",
+    "arm_noninferiority",
     "cell_summary",
     "compare_with_reference",
     "contrasts_vs_reference",
@@ -69,3 +78,12 @@ __all__ = [
     "task_interaction_test",
     "true_cell_means",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The arm comparison's old names (``strategy_contrasts``, ...): a ``DeprecationWarning``, then the new one."""
+    from freezestats.stats.comparisons import strategies
+
+    if name in strategies.RENAMED:
+        return strategies.renamed(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

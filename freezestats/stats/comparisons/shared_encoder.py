@@ -9,7 +9,7 @@ gets one mixed model in which the cell is (trained_with, frozen_layers) × train
 
 with a residual variance per cell (training with other tasks can change the spread as much as freezing
 does; a per-cell variance floored at one item's resolution is right for every arm, as in
-:mod:`freezestats.stats.comparisons.strategies`). Models are per task, never pooled across tasks: their metrics differ
+:mod:`freezestats.stats.comparisons.arm_levels`). Models are per task, never pooled across tasks: their metrics differ
 (accuracy, F1, Pearson), and a group trial's rows of different tasks share one encoder and one seed, so a
 model that used several of them would need a trial random effect. One row per (trial, task) in a per-task
 model is one observation per trial.
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.comparisons.strategies import require_every_cell, strategy_codes
+from freezestats.stats.comparisons.arm_levels import arm_codes, require_every_cell
 from freezestats.stats.design.model_frame import standard_errors
 from freezestats.stats.inference.emm import _design_rows
 from freezestats.stats.inference.multitest import adjusted_t_tests
@@ -69,7 +69,7 @@ def shared_encoder_contrasts(
         raise ModelFitError(f"shared_encoder_contrasts: task '{task}' has no runs trained in a group (trained_with).")
     setting = training_setting(frame, task)
     labelled = frame.assign(arm=setting, arm_level=frame["frozen_layers"].astype("int64"))
-    codes = strategy_codes(labelled, (_ALONE, 0))
+    codes = arm_codes(labelled, (_ALONE, 0))
     coded = labelled.merge(codes, on=["arm", "arm_level"])
     require_every_cell(
         coded, f"shared_encoder_contrasts (task {task!r})", cell="{arm}, frozen {level}", variance=variance

@@ -1,12 +1,12 @@
-"""The report's "Which strategy?" section: every arm level against full fine-tuning, by cost, per train size.
+"""The report's "Which arm?" section: every arm level against full fine-tuning, by cost, per train size.
 
 A study with several arms (freeze, probe, LoRA, re-initialised layers) asks a different question from the
 freeze grid: not "how deep can I freeze" but "which way of adapting the model, at what cost". So the section
-shows each strategy's score against what it costs (trainable parameters, wall time per run), one panel per
-train size, and states the answer the way the freeze answer is stated: which strategies are shown
-non-inferior to full fine-tuning within the margin (Holm over the size's strategies, since they have no
-order), and the cheapest of them. The numbers come from the analysis tables ``strategy_contrasts``,
-``strategy_noninferiority`` and ``strategy_answer``; the figure plots the runs' cell means.
+shows each arm level's score against what it costs (trainable parameters, wall time per run), one panel per
+train size, and states the answer the way the freeze answer is stated: which arm levels are shown
+non-inferior to full fine-tuning within the margin (Holm over the size's arm levels, since they have no
+order), and the cheapest of them. The numbers come from the analysis tables ``arm_contrasts``,
+``arm_noninferiority`` and ``arm_answer``; the figure plots the runs' cell means.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ if TYPE_CHECKING:
 
     from freezestats.report.inputs import ReportInputs
 
-__all__ = ["probe_curve_figure", "strategy_figure", "strategy_section"]
+__all__ = ["arm_figure", "arm_section", "probe_curve_figure"]
 
 _ONE_ARM = (
-    "This study has one arm (freeze), so there is nothing to compare across strategies; a spec with several "
+    "This study has one arm (freeze), so there is nothing to compare across arms; a spec with several "
     "`[[arms]]` (probe, LoRA, re-initialised layers) gets this section."
 )
 
 
-def strategy_figure(runs: pd.DataFrame, response: str, metric: str) -> Figure:
-    """Mean score of each strategy against its trainable parameters (top) and its median wall time per run
+def arm_figure(runs: pd.DataFrame, response: str, metric: str) -> Figure:
+    """Mean score of each arm level against its trainable parameters (top) and its median wall time per run
     (bottom), one column per train size; full fine-tuning is the reference every other point is read against."""
     plt = F._plt()
     sizes = sorted(int(s) for s in runs["train_size"].unique())
@@ -96,33 +96,33 @@ def probe_curve_figure(runs: pd.DataFrame, response: str, metric: str) -> Figure
     return fig
 
 
-def strategy_section(inputs: ReportInputs, w: Any) -> str:
+def arm_section(inputs: ReportInputs, w: Any) -> str:
     """Per task: the answer sentences, the cost figure and the contrasts table; or why there is none."""
     tables = inputs.analysis.tables
-    if "strategy_contrasts" not in tables:
+    if "arm_contrasts" not in tables:
         return _ONE_ARM
     response = inputs.analysis.settings["response"]
     parts = []
     for task in inputs.analysis.settings["tasks"]:
-        contrasts = tables["strategy_contrasts"]
+        contrasts = tables["arm_contrasts"]
         contrasts = contrasts[contrasts["task"] == task]
         if contrasts.empty:
-            parts.append(f"### {task}\n\nThe across-strategy model could not be fitted (see Model details).")
+            parts.append(f"### {task}\n\nThe across-arm model could not be fitted (see Model details).")
             continue
-        answer = tables.get("strategy_answer")
+        answer = tables.get("arm_answer")
         lines = [f"### {task}", ""]
         if answer is not None:
             lines += [f"- {s}." for s in answer[answer["task"] == task]["statement"]]
         runs = inputs.task_runs(task, all_arms=True)
         if runs is not None and {"arm", "trainable_params", "wall_seconds"} <= set(runs.columns):
             metric = str(runs["metric"].dropna().iloc[0]) if "metric" in runs.columns else response
-            caption = f"{task}: each strategy's mean {response} against its cost, per train size."
-            lines += ["", w.figure(strategy_figure(runs, response, metric), f"{task}-strategies", caption)]
+            caption = f"{task}: each arm level's mean {response} against its cost, per train size."
+            lines += ["", w.figure(arm_figure(runs, response, metric), f"{task}-arms", caption)]
             curve = probe_curve_figure(runs, response, metric)
             if curve is not None:
                 text = f"{task}: layer-wise probe curve (dashed: full fine-tuning at the same size)."
                 lines += ["", w.figure(curve, f"{task}-probe-curve", text)]
-        lines += ["", w.table(_shown(contrasts), f"{task}-strategy-contrasts", _caption(contrasts, task))]
+        lines += ["", w.table(_shown(contrasts), f"{task}-arm-contrasts", _caption(contrasts, task))]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
@@ -145,7 +145,7 @@ def _shown(contrasts: pd.DataFrame) -> pd.DataFrame:
 def _caption(contrasts: pd.DataFrame, task: str) -> str:
     adjust = str(contrasts["adjust"].iloc[0])
     return (
-        f"{task}: each strategy minus full fine-tuning per train size, one mixed model with a residual variance "
-        f"per cell (seed terms shared by the arms); p values {adjust}-adjusted over the size's strategies"
+        f"{task}: each arm level minus full fine-tuning per train size, one mixed model with a residual variance "
+        f"per cell (seed terms shared by the arms); p values {adjust}-adjusted over the size's arm levels"
         + ("; intervals Bonferroni-adjusted (Holm's procedure has no interval form)." if adjust == "holm" else ".")
     )
