@@ -24,7 +24,7 @@ def simple_spec(model: str = "minilm-l6", **sections: dict[str, Any]) -> dict[st
         "version": 1,
         "name": "test-study",
         "tasks": ["sst2"],
-        "model": {"name": model, "strategy": "freeze"},
+        "model": {"name": model, "freezing": "freeze"},
         "grid": {"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1], "subset_draws": 1},
         "training": {"epochs": 1, "batch_size": 16, "eval_every_epochs": 0.5, "eval_batch_size": 256},
     }

@@ -24,7 +24,7 @@ from freezestats.arms import (
     load_plugins,
     register_arm,
 )
-from freezestats.encoder.freezing import freeze, locate_encoder, register_strategy
+from freezestats.encoder.freezing import freeze, locate_encoder, register_freezing
 from freezestats.exceptions import SpecError
 from freezestats.spec import StudySpec, arm_kinds, parse_spec
 
@@ -60,9 +60,9 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> dict:
     return arms
 
 
-def _with_strategy(strategy: str) -> dict:
+def _with_freezing(freezing: str) -> dict:
     spec = simple_spec()
-    spec["model"]["strategy"] = strategy
+    spec["model"]["freezing"] = freezing
     return spec
 
 
@@ -141,22 +141,22 @@ def test_freeze_arm_freezes_exactly_as_freezing_freeze(family) -> None:
         }
 
 
-def test_freeze_arm_reads_its_strategy_from_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_freeze_arm_reads_its_freezing_rule_from_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     from freezestats.encoder import freezing
 
-    monkeypatch.setattr(freezing, "_STRATEGIES", dict(freezing._STRATEGIES))
+    monkeypatch.setattr(freezing, "_FREEZINGS", dict(freezing._FREEZINGS))
     calls = []
 
-    @register_strategy("recording")
+    @register_freezing("recording")
     def recording(model, frozen_layers: int) -> None:
         calls.append(frozen_layers)
 
-    arm = arm_for_spec(parse_spec(_with_strategy("recording")))
-    assert isinstance(arm, FreezeArm) and arm.options() == {"strategy": "recording"}
+    arm = arm_for_spec(parse_spec(_with_freezing("recording")))
+    assert isinstance(arm, FreezeArm) and arm.options() == {"freezing": "recording"}
     arm.prepare_model(_build(FAMILIES[0]), 2)
     assert calls == [2]
-    with pytest.raises(SpecError, match="Unknown strategy 'frezee'"):
-        arm_for_spec(parse_spec(_with_strategy("frezee")))  # refused before any training
+    with pytest.raises(SpecError, match="Unknown freezing rule 'frezee'"):
+        arm_for_spec(parse_spec(_with_freezing("frezee")))  # refused before any training
 
 
 # -- arms from user code: the spec's plugins, entry points ---------------------------------------------

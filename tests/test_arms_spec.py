@@ -41,7 +41,7 @@ def test_arms_are_parsed_with_their_rates_and_stored_back_to_themselves() -> Non
     spec = parse_spec(_arms_spec())
     assert spec.has_arms and spec.grid.frozen_layers == ()
     freeze, reinit = spec.arm_variants()
-    assert (freeze.name, freeze.levels, freeze.options) == ("freeze", (-1, 0, 2), {"strategy": "freeze"})
+    assert (freeze.name, freeze.levels, freeze.options) == ("freeze", (-1, 0, 2), {"freezing": "freeze"})
     assert (reinit.name, reinit.levels, reinit.learning_rate) == ("reinit", (1, 2), spec.training.learning_rate)
     again = StudySpec.from_stored(spec.to_dict())
     assert again.arms == spec.arms and again.spec_hash == spec.spec_hash
@@ -87,11 +87,11 @@ def test_arm_cells_cross_every_arm_level_with_the_same_sizes_draws_and_seeds() -
             {"arms": [{"kind": "reinit", "top_layers": [1], "learning_rate": 0}]},
             r"`arms\[0\]\.learning_rate` must be > 0",
         ),
-        ({"arms": [{"kind": "freeze", "frozen_layers": [0], "strategy": 3}]}, r"`arms\[0\]\.strategy` must be a str"),
+        ({"arms": [{"kind": "freeze", "frozen_layers": [0], "freezing": 3}]}, r"`arms\[0\]\.freezing` must be a str"),
         ({"arms": [ARMS[1], ARMS[1]]}, r"`arms\[1\]` repeats the arm name 'reinit'"),
         ({"grid": {"frozen_layers": [0]}}, r"`grid\.frozen_layers` must be left out when the spec has \[\[arms\]\]"),
         ({"lr_search": {"mode": "full-model", "rates": [1e-5]}}, r"`lr_search\.mode` must be 'none' with \[\[arms\]\]"),
-        ({"model": {"strategy": "other"}}, r"`model\.strategy` must be left out with \[\[arms\]\]"),
+        ({"model": {"freezing": "other"}}, r"`model\.freezing` must be left out with \[\[arms\]\]"),
     ],
 )
 def test_bad_arms_are_one_line_spec_errors_naming_the_field(change: dict, message: str) -> None:
@@ -129,7 +129,7 @@ def test_a_study_with_arms_runs_and_exports_arm_and_level(tmp_path: Path, tiny_m
     assert sorted(zip(table["arm"], table["arm_level"], strict=True)) == [("freeze", 1), ("reinit", 1)]
     freeze = table[table["arm"] == "freeze"].iloc[0]
     reinit = table[table["arm"] == "reinit"].iloc[0]
-    assert freeze["frozen_layers"] == 1 and freeze["strategy"] == "freeze" and freeze["learning_rate"] == 5e-5
+    assert freeze["frozen_layers"] == 1 and freeze["freezing"] == "freeze" and freeze["learning_rate"] == 5e-5
     assert reinit["frozen_layers"] is None or reinit["frozen_layers"] != reinit["frozen_layers"]  # empty
     assert reinit["learning_rate"] == 1e-4 and reinit["trainable_params"] == reinit["total_params"]
     run_study(spec, storage, data_dir=glue_dir, show_progress=False)  # resumes: nothing runs twice

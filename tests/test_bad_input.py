@@ -68,9 +68,9 @@ CASES: dict[str, tuple[Callable[[dict, Path], list[str]], str]] = {
         lambda ex, t: _run(ex, t, spec=_spec_with(ex, t, model={"name": "nobody/nothing"})),
         "Cannot load the config",
     ),
-    "unknown strategy": (
-        lambda ex, t: _run(ex, t, spec=_spec_with(ex, t, model={"name": str(ex["model"]), "strategy": "lora"})),
-        "Unknown strategy 'lora'",
+    "unknown freezing rule": (
+        lambda ex, t: _run(ex, t, spec=_spec_with(ex, t, model={"name": str(ex["model"]), "freezing": "lora"})),
+        "Unknown freezing rule 'lora'",
     ),
     "frozen layers above L": (
         lambda ex, t: _run(ex, t, spec=_spec_with(ex, t, grid={"frozen_layers": [0, 3]})),

@@ -29,6 +29,7 @@ def test_the_published_study_is_complete_with_three_seeds_a_cell() -> None:
     cells = results.groupby(["task", "trained_with", "pair_encoding", "frozen_layers", "train_size"])["seed"]
     assert cells.nunique().eq(3).all() and cells.size().eq(3).all()
     assert set(results["precision"]) == {"bf16"}
+    assert set(results["freezing"]) == {"freeze"} and "strategy" not in results  # stored as `strategy` before
 
 
 def test_the_readme_numbers_are_what_the_analysis_computes_today() -> None:

@@ -28,13 +28,13 @@ from transformers import (
 from freezestats.encoder import freezing
 from freezestats.encoder.freezing import (
     EncoderParts,
-    available_strategies,
+    available_freezings,
     count_parameters,
     freeze,
-    get_strategy,
+    get_freezing,
     locate_encoder,
     n_layers,
-    register_strategy,
+    register_freezing,
 )
 from freezestats.exceptions import FreezestatsError, ModelError, SpecError
 
@@ -285,31 +285,49 @@ def test_parameter_shared_between_stages_raises_model_error() -> None:
 
 
 def test_registry_lookup_and_suggestion() -> None:
-    assert "freeze" in available_strategies()
-    assert available_strategies() == sorted(available_strategies())
-    assert get_strategy("freeze") is freeze
-    with pytest.raises(SpecError, match=r"Unknown strategy 'freez'\. Did you mean: 'freeze'\? Available: .*freeze"):
-        get_strategy("freez")
+    assert "freeze" in available_freezings()
+    assert available_freezings() == sorted(available_freezings())
+    assert get_freezing("freeze") is freeze
+    with pytest.raises(SpecError, match=r"Unknown freezing rule 'freez'\. Did you mean: 'freeze'\? Available: .*"):
+        get_freezing("freez")
     with pytest.raises(SpecError) as info:
-        get_strategy("zzzzzz")
+        get_freezing("zzzzzz")
     assert "Did you mean" not in str(info.value) and "Available: " in str(info.value)
 
 
 def test_registry_duplicate_and_new(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(freezing, "_STRATEGIES", dict(freezing._STRATEGIES))
+    monkeypatch.setattr(freezing, "_FREEZINGS", dict(freezing._FREEZINGS))
     with pytest.raises(ValueError, match="'freeze' is already registered"):
 
-        @register_strategy("freeze")
+        @register_freezing("freeze")
         def _again(model: nn.Module, frozen_layers: int) -> None:  # pragma: no cover
             pass
 
-    assert get_strategy("freeze") is freeze  # the original survives
+    assert get_freezing("freeze") is freeze  # the original survives
 
-    @register_strategy("noop")
+    @register_freezing("noop")
     def noop(model: nn.Module, frozen_layers: int) -> None:
         pass
 
-    assert get_strategy("noop") is noop
-    assert available_strategies() == ["freeze", "noop"]
+    assert get_freezing("noop") is noop
+    assert available_freezings() == ["freeze", "noop"]
     with pytest.raises(ValueError, match="non-empty string"):
-        register_strategy("")
+        register_freezing("")
+
+
+def test_the_registry_names_from_before_still_work_and_say_the_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """User plugins call ``register_strategy`` (the name before freezing rules were called so)."""
+    monkeypatch.setattr(freezing, "_FREEZINGS", dict(freezing._FREEZINGS))
+    with pytest.warns(DeprecationWarning, match="register_strategy is deprecated: use register_freezing"):
+        from freezestats.encoder.freezing import register_strategy
+
+    @register_strategy("old-plugin")
+    def old_plugin(model: nn.Module, frozen_layers: int) -> None:
+        pass
+
+    with pytest.warns(DeprecationWarning, match="get_freezing"):
+        assert freezing.get_strategy("old-plugin") is old_plugin is get_freezing("old-plugin")
+    with pytest.warns(DeprecationWarning, match="available_freezings"):
+        assert freezing.available_strategies() == ["freeze", "old-plugin"]
+    with pytest.warns(DeprecationWarning, match="FreezingRule"):
+        assert freezing.FreezeStrategy is freezing.FreezingRule

@@ -52,3 +52,17 @@ def test_the_runner_stores_the_run_fields_and_leaves_the_trials_own_to_it() -> N
     assert all(getattr(record, name) is None for name in trial_fields)
     with pytest.raises(TypeError):
         TrialRecord(**{k: v for k, v in values.items() if k != "best_dev"})  # a run field cannot be forgotten
+
+
+def test_a_table_exported_before_freezing_was_renamed_reads_strategy_as_freezing(tmp_path: Path) -> None:
+    """`strategy` (the freezing rule, before it was renamed) is read as `freezing`, with one note naming it."""
+    import pandas as pd
+
+    from freezestats.analysis.pipeline import load_results
+    from freezestats.exceptions import RenamedWarning
+
+    path = tmp_path / "old.csv"
+    pd.DataFrame({"task": ["sst2", "sst2"], "strategy": ["freeze", None], "arm": ["freeze", "lora"]}).to_csv(path)
+    with pytest.warns(RenamedWarning, match=rf"deprecated results column `strategy`: now `freezing` \({path}\)"):
+        table = load_results(results=path)
+    assert "strategy" not in table and table["freezing"].iloc[0] == "freeze"

@@ -65,7 +65,7 @@ def test_run_status_export(
     table = pd.read_parquet(out)
     assert list(table.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
     assert "final_accuracy" in table.columns
-    assert len(table) == 4 and set(table["state"]) == {"complete"} and set(table["strategy"]) == {"freeze"}
+    assert len(table) == 4 and set(table["state"]) == {"complete"} and set(table["freezing"]) == {"freeze"}
     assert sorted(zip(table["frozen_layers"], table["train_size"], strict=True)) == [(0, 32), (0, 64), (2, 32), (2, 64)]
     assert table["best_dev"].ge(table["final_dev"]).all()
     assert table["n_eval"].eq(872).all() and table["majority_baseline"].between(0.49, 0.51).all()

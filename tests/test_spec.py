@@ -124,9 +124,7 @@ def test_valid_spec_round_trips_and_hash_is_stable(tmp_path: Path) -> None:
     assert a.grid.frozen_layers == (0, 2) and a.training.epochs == 1.0 and a.metric_for("sst2") == "accuracy"
 
 
-@pytest.mark.parametrize(
-    "name", ["quick", "blog2020", "blog2020-minilm", "lee2019", "multitask-minilm", "arms-minilm"]
-)
+@pytest.mark.parametrize("name", ["quick", "blog2020", "blog2020-minilm", "lee2019", "multitask-minilm", "arms-minilm"])
 def test_shipped_specs_are_valid(name: str) -> None:
     from freezestats.tasks.bundled import bundled_path
 
@@ -194,11 +192,11 @@ def test_unknown_model_offline_is_a_clear_error(tmp_path: Path, capsys: pytest.C
     assert not db.exists()
 
 
-def test_unknown_strategy_suggests_the_known_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_freezing_rule_suggests_the_known_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     raw = simple_spec()
-    raw["model"]["strategy"] = "freez"
+    raw["model"]["freezing"] = "freez"
     assert main(["validate", str(write_spec(tmp_path, raw))]) == 2
-    assert "Unknown strategy 'freez'. Did you mean: 'freeze'?" in capsys.readouterr().err
+    assert "Unknown freezing rule 'freez'. Did you mean: 'freeze'?" in capsys.readouterr().err
 
 
 def test_frozen_dropout_changes_the_hash_only_when_off(tmp_path: Path) -> None:
@@ -317,3 +315,71 @@ def test_order_seed_errors_are_one_line_and_name_the_file(tmp_path: Path) -> Non
     with pytest.raises(SpecError) as err:
         load_spec(path)
     assert str(err.value) == f"`grid.order_seeds[1]` must be an integer, but got order_seed='two' ({path})."
+
+
+# Hashes recorded before `strategy` (the freezing rule: `[model] strategy`, the freeze arm's `strategy`) was
+# renamed `freezing`. The stored form keeps the old key, so these studies, two of them committed with their
+# database, keep their hash and resume; an [[arms]] spec stores its freeze arm's default rule, so it is covered.
+HASHES_BEFORE_FREEZING = {
+    "study/multitask-minilm.toml": "00b4f87ed799df44c5a8410fc9efe59fe60ca47b402adf2c4ae745cce19e0c50",
+    "study/blog2020-minilm.toml": "6b2bcf60a26fa40d75e597accb8460638eb4c4d7bf543b939daeb442e86ff5e4",
+    "study/arms-minilm.toml": "ad364ea0c84e4ac588fe9c04f58432c8800f350f9f09e84746a7e7c8bba23842",
+    "examples/arms-minilm/sst2-small.toml": "56b6b978117a08637176be027c75120090f0aa2161d840729b54b07318a008c6",
+}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _with_old_key(text: str) -> tuple[str, str]:
+    """The spec text as written before the rename, and the key the note must name."""
+    if 'freezing = "freeze"' in text:
+        return text.replace('freezing = "freeze"', 'strategy = "freeze"'), "model.strategy"
+    return text.replace('kind = "freeze"\n', 'kind = "freeze"\nstrategy = "freeze"\n', 1), "arms[0].strategy"
+
+
+@pytest.mark.parametrize("path", sorted(HASHES_BEFORE_FREEZING))
+def test_an_old_spec_with_strategy_loads_with_one_note_and_the_same_hash(path: str, tmp_path: Path) -> None:
+    from freezestats.exceptions import RenamedWarning
+
+    new = load_spec(REPO / path)
+    assert new.spec_hash == HASHES_BEFORE_FREEZING[path]
+    text, key = _with_old_key((REPO / path).read_text())
+    (tmp_path / "old.toml").write_text(text)
+    with pytest.warns(RenamedWarning) as caught:
+        old = load_spec(tmp_path / "old.toml")
+    notes = [str(w.message) for w in caught if issubclass(w.category, RenamedWarning)]
+    new_key = key.replace("strategy", "freezing")
+    assert notes == [f"deprecated spec key `{key}`: now `{new_key}` ({tmp_path / 'old.toml'}), read as before"]
+    assert old == new and old.spec_hash == new.spec_hash
+    stored = new.to_dict()
+    assert "strategy" in (stored["arms"][0] if new.arms else stored["model"])  # the stored form keeps the old key
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RenamedWarning)  # a study's stored copy is read without a note
+        assert StudySpec.from_stored(stored) == new
+
+
+def test_strategy_and_freezing_together_are_refused_and_the_old_attribute_warns() -> None:
+    both = simple_spec()
+    both["model"]["strategy"] = "freeze"
+    with pytest.raises(SpecError, match=r"`model.strategy` is `model.freezing` under its old name"):
+        parse_spec(both)
+    spec = parse_spec(simple_spec())
+    with pytest.warns(DeprecationWarning, match="ModelSpec.freezing"):
+        assert spec.model.strategy == spec.model.freezing == "freeze"
+
+
+@pytest.mark.filterwarnings("default::freezestats.exceptions.RenamedWarning")
+def test_validate_prints_the_note_in_one_line(
+    tmp_path: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = simple_spec()
+    raw["model"] = {"name": "minilm-l6", "strategy": "freeze"}
+    path = write_spec(tmp_path, raw)
+    assert main(["validate", str(path), "--data-dir", str(glue_dir)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"freezestats validate: note: deprecated spec key `model.strategy`: now `model.freezing` ({path}), "
+        "read as before\n"
+    )
+    assert "freezing freeze" in captured.out

@@ -52,7 +52,7 @@ def _fine_tune(
         validation=val,
         select_idx=select,
         score_idx=score,
-        strategy="freeze",
+        freezing="freeze",
         frozen_layers=frozen,
         seed=seed,
         learning_rate=spec.learning_rate if learning_rate is None else learning_rate,
@@ -115,6 +115,16 @@ def test_freezing_reduces_trainable_parameters(tiny_model: Path, glue_dir: Path)
     assert full.trainable_params == full.total_params
     head = 32 * 32 + 32 + 32 * 2 + 2  # pooler dense + classifier of the tiny BERT
     assert all_frozen.trainable_params == head
+
+
+def test_fine_tunes_strategy_keyword_from_before_warns_and_means_freezing() -> None:
+    from freezestats.training import _renamed_freezing
+
+    with pytest.warns(DeprecationWarning, match=r"use freezing=\.\.\."):
+        assert _renamed_freezing(None, "noop") == "noop"
+    assert _renamed_freezing("freeze", None) == "freeze" and _renamed_freezing(None, None) is None
+    with pytest.raises(TypeError, match="not both"):
+        _renamed_freezing("freeze", "freeze")
 
 
 def test_regression_task_has_one_output(tiny_model: Path, glue_dir: Path) -> None:

@@ -49,13 +49,16 @@ def load_results(
         from freezestats.study.trials import load_study
 
         return results_table(load_study(open_storage(storage, must_exist=True), study_name))
+    from freezestats.results.export import read_renamed_columns
+
     path = Path(results)
     if not path.is_file():
         raise ModelFitError(f"No results table at {str(path)!r}.")
     try:
-        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as err:  # pyarrow/pandas raise many types for unreadable files
         raise ModelFitError(f"Cannot read {path} as a results table: {err}") from err
+    return read_renamed_columns(table, str(path))
 
 
 def _trained_alone(grid: pd.DataFrame) -> tuple[pd.DataFrame, int]:

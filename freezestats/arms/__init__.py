@@ -60,7 +60,7 @@ def arms_for_spec(spec: StudySpec) -> dict[str | None, Arm]:
 def arm_for_spec(spec: StudySpec) -> Arm:
     """The arm of a single-arm study, with its options: its ``plugins`` imported first, then ``freeze`` built.
 
-    Its ``[model] strategy`` may come from a plugin, which is why the plugins are imported before the arm is
+    Its ``[model] freezing`` may come from a plugin, which is why the plugins are imported before the arm is
     built. A spec with ``[[arms]]`` has several: :func:`arms_for_spec`.
     """
     load_plugins(spec.plugins)

@@ -41,7 +41,7 @@ class _Validate(_Command):
             arms = ", ".join(f"{v.name} {v.levels}" for v in spec.arm_variants())
             print(f"  model {spec.model.name} (L={prepared.n_layers}), arms {arms}")
         else:
-            print(f"  model {spec.model.name} (L={prepared.n_layers}), strategy {spec.model.strategy}")
+            print(f"  model {spec.model.name} (L={prepared.n_layers}), freezing {spec.model.freezing}")
         for name, task in prepared.tasks.items():
             print(
                 f"  task {name}: {len(task.data.train)} train / {len(task.data.validation)} validation "

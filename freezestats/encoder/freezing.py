@@ -7,17 +7,21 @@ not guessed from parameter names, and every parameter must be accounted for: a p
 neither in the embeddings, a layer nor the head would silently stay trainable at every depth and
 bias the comparison. :func:`locate_encoder` therefore refuses models it cannot partition exactly.
 
-Freezing strategies are looked up by name (the study spec names one), so alternatives can be added
-with :func:`register_strategy` without touching the trainer; the ``freeze`` arm
-(:class:`freezestats.arms.FreezeArm`) applies the one the spec names.
+*Freezing rules* (how a depth ``k`` becomes ``requires_grad`` flags) are looked up by name (the spec's
+``freezing``, in ``[model]`` or the freeze arm's table), so alternatives can be added with
+:func:`register_freezing` without touching the trainer; the ``freeze`` arm (:class:`freezestats.arms.FreezeArm`)
+applies the one the spec names. They were called *strategies* before (``register_strategy``, ``get_strategy``,
+``available_strategies``, ``FreezeStrategy``): those names still work, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
 import difflib
 import operator
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
@@ -26,14 +30,14 @@ from freezestats.exceptions import ModelError, SpecError
 __all__ = [
     "SUPPORTED_FAMILIES",
     "EncoderParts",
-    "FreezeStrategy",
-    "available_strategies",
+    "FreezingRule",
+    "available_freezings",
     "count_parameters",
     "freeze",
-    "get_strategy",
+    "get_freezing",
     "locate_encoder",
     "n_layers",
-    "register_strategy",
+    "register_freezing",
 ]
 
 SUPPORTED_FAMILIES: tuple[str, ...] = (
@@ -45,8 +49,8 @@ SUPPORTED_FAMILIES: tuple[str, ...] = (
     "DeBERTa-v2/v3",
 )
 
-FreezeStrategy = Callable[[nn.Module, int], None]
-"""A strategy mutates ``requires_grad`` of a model in place, given the requested freeze depth."""
+FreezingRule = Callable[[nn.Module, int], None]
+"""A freezing rule mutates ``requires_grad`` of a model in place, given the requested freeze depth."""
 
 # Attribute of the base model's encoder container that holds the ordered transformer blocks
 # (``encoder.layer`` for BERT/RoBERTa/ELECTRA/DeBERTa, ``transformer.layer`` for DistilBERT).
@@ -224,48 +228,68 @@ def count_parameters(model: nn.Module) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Strategy registry
+# Freezing-rule registry
 # ---------------------------------------------------------------------------------------------------
 
-_STRATEGIES: dict[str, FreezeStrategy] = {}
+_FREEZINGS: dict[str, FreezingRule] = {}
 
 
-def register_strategy(name: str) -> Callable[[FreezeStrategy], FreezeStrategy]:
-    """Decorator registering a freezing strategy under ``name`` (returns the function unchanged).
+def register_freezing(name: str) -> Callable[[FreezingRule], FreezingRule]:
+    """Decorator registering a freezing rule under ``name`` (returns the function unchanged).
 
-    Duplicate names are an error rather than a silent override: two strategies answering to the same
+    Duplicate names are an error rather than a silent override: two rules answering to the same
     name would make recorded study results ambiguous.
     """
     if not isinstance(name, str) or not name:
-        raise ValueError(f"A strategy name must be a non-empty string, but got {name!r}.")
+        raise ValueError(f"A freezing rule's name must be a non-empty string, but got {name!r}.")
 
-    def decorator(func: FreezeStrategy) -> FreezeStrategy:
-        if name in _STRATEGIES:
+    def decorator(func: FreezingRule) -> FreezingRule:
+        if name in _FREEZINGS:
             raise ValueError(
-                f"Strategy names must be unique, but {name!r} is already registered "
-                f"(by {_STRATEGIES[name].__qualname__})."
+                f"Freezing rule names must be unique, but {name!r} is already registered "
+                f"(by {_FREEZINGS[name].__qualname__})."
             )
-        _STRATEGIES[name] = func
+        _FREEZINGS[name] = func
         return func
 
     return decorator
 
 
-def available_strategies() -> list[str]:
-    """Names of the registered strategies, sorted."""
-    return sorted(_STRATEGIES)
+def available_freezings() -> list[str]:
+    """Names of the registered freezing rules, sorted."""
+    return sorted(_FREEZINGS)
 
 
-def get_strategy(name: str) -> FreezeStrategy:
-    """Look up a strategy by name; unknown names raise :class:`SpecError` with close matches."""
+def get_freezing(name: str) -> FreezingRule:
+    """Look up a freezing rule by name; unknown names raise :class:`SpecError` with close matches."""
     try:
-        return _STRATEGIES[name]
+        return _FREEZINGS[name]
     except (KeyError, TypeError):
         pass
-    available = available_strategies()
+    available = available_freezings()
     close = difflib.get_close_matches(str(name), available, n=3) if isinstance(name, str) else []
     hint = f" Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
-    raise SpecError(f"Unknown strategy {name!r}.{hint} Available: {', '.join(available) or '(none)'}.")
+    raise SpecError(f"Unknown freezing rule {name!r}.{hint} Available: {', '.join(available) or '(none)'}.")
+
+
+_RENAMED = {
+    "FreezeStrategy": "FreezingRule",
+    "available_strategies": "available_freezings",
+    "get_strategy": "get_freezing",
+    "register_strategy": "register_freezing",
+}
+"""The registry's names from when freezing rules were called strategies (user plugins call them)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        warnings.warn(
+            f"freezestats.encoder.freezing.{name} is deprecated: use {_RENAMED[name]} (the same, renamed)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _as_depth(frozen_layers: object) -> int:
@@ -280,7 +304,7 @@ def _as_depth(frozen_layers: object) -> int:
         ) from None
 
 
-@register_strategy("freeze")
+@register_freezing("freeze")
 def freeze(model: nn.Module, frozen_layers: int) -> None:
     """Freeze the bottom of ``model`` to depth ``frozen_layers`` (``k``), in place.
 

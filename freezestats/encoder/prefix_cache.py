@@ -53,7 +53,7 @@ class EvalBatch:
 def frozen_depth(parts: EncoderParts) -> int | None:
     """How deep the frozen prefix goes: the largest ``d`` with the embeddings and ``layers[:d]`` frozen.
 
-    Read from ``requires_grad`` rather than from a strategy's ``k``, so any registered freezing strategy
+    Read from ``requires_grad`` rather than from a freezing rule's ``k``, so any registered freezing rule
     gets the cache when (and only when) it really freezes a prefix. ``None``: the embeddings train.
     """
     if any(p.requires_grad for module in parts.embeddings for p in module.parameters()):

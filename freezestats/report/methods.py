@@ -120,11 +120,11 @@ def _model_paragraph(inputs: ReportInputs) -> str:
     if model is None and inputs.runs is not None and "model" in inputs.runs.columns:
         model = str(inputs.runs["model"].dropna().iloc[0]) if inputs.runs["model"].notna().any() else None
     layers = n_layers(inputs)
-    strategy = (spec.get("model") or {}).get("strategy", "freeze")
+    freezing = (spec.get("model") or {}).get("strategy", "freeze")  # the stored spec keeps the key's old name
     return (
         f"**Model.** `{model or 'unknown'}`"
         + (f" ({layers} encoder layers)" if layers else "")
-        + f", strategy `{strategy}`: frozen level −1 freezes the embeddings only (“emb.” on the axes), 0 nothing "
+        + f", freezing rule `{freezing}`: frozen level −1 freezes the embeddings only (“emb.” on the axes), 0 nothing "
         "(full fine-tuning), k ≥ 1 the embeddings and the first k encoder layers."
     )
 

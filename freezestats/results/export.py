@@ -2,7 +2,9 @@
 
 The table has one row per trial (one per task for a task group's trial) and fixed snake_case columns
 (:data:`RESULT_COLUMNS`, defined by :class:`freezestats.results.record.TrialRecord`); it is the only thing the
-statistics and the report read, so its columns are a contract: add, never rename.
+statistics and the report read, so its columns are a contract: add, never rename. The one column renamed since
+(:data:`RENAMED_COLUMNS`) is still read under its old name, from a study's trials and from a table
+(:func:`read_renamed_columns`).
 """
 
 from __future__ import annotations
@@ -14,16 +16,26 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
-from freezestats.exceptions import StorageError
+from freezestats.exceptions import StorageError, warn_renamed
 from freezestats.results.record import EXPORT_COLUMNS
 from freezestats.study.queue import cell_from_trial, is_enqueued_cell, trials_by_cell
 from freezestats.study.storage import open_storage
 from freezestats.study.trials import load_study
 
-__all__ = ["RESULT_COLUMNS", "STATUS_COLUMNS", "cell_status", "export_results", "results_table"]
+__all__ = [
+    "RENAMED_COLUMNS",
+    "RESULT_COLUMNS",
+    "STATUS_COLUMNS",
+    "cell_status",
+    "export_results",
+    "read_renamed_columns",
+    "results_table",
+]
 
 RESULT_COLUMNS: list[str] = EXPORT_COLUMNS
 """The table's columns, in order: the exported fields of :class:`~freezestats.results.record.TrialRecord`."""
+RENAMED_COLUMNS = {"strategy": "freezing"}
+"""A column's name before it was renamed -> its name now (``strategy`` meant the freeze arm's freezing rule)."""
 STATUS_COLUMNS = [
     "cell",
     "task",
@@ -98,6 +110,9 @@ def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str
     for column in RESULT_COLUMNS:
         if column not in row:
             row[column] = attrs.get(column)
+    for old, new in RENAMED_COLUMNS.items():
+        if new not in attrs:  # a trial stored before the rename
+            row[new] = attrs.get(old)
     if row["frozen_dropout"] is None:  # trials stored before the setting existed ran the blog's protocol
         row["frozen_dropout"] = "on"
     if row["arm"] is None:  # a single-arm study: its one arm is freeze, at the cell's freeze depth
@@ -113,6 +128,15 @@ def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str
     for name, value in attrs.get("final_metrics", {}).items():
         row[f"final_{name}"] = value
     return row
+
+
+def read_renamed_columns(table: pd.DataFrame, where: str) -> pd.DataFrame:
+    """``table`` (a results table read from ``where``) with its columns of :data:`RENAMED_COLUMNS` under their new
+    names, and a one-line note when there were any; a table that has both names keeps both as they are."""
+    renamed = {old: new for old, new in RENAMED_COLUMNS.items() if old in table.columns and new not in table.columns}
+    for old, new in renamed.items():
+        warn_renamed("results column", old, new, where)
+    return table.rename(columns=renamed) if renamed else table
 
 
 def export_results(storage: str, output: str | Path, study_name: str | None = None) -> pd.DataFrame:

@@ -45,7 +45,8 @@ class TrialRecord:
     role: str | None = field(default=None, metadata=_TRIAL_COLUMN)
     task: str | None = field(default=None, metadata=_TRIAL_COLUMN)
     model: str = field(metadata=_RUN_COLUMN)
-    strategy: str | None = field(metadata=_RUN_COLUMN)  # the freezing strategy; None for arms other than freeze
+    # the freezing rule (`freezing`; `strategy` before it was renamed); None for arms other than freeze
+    freezing: str | None = field(metadata=_RUN_COLUMN)
     n_layers: int = field(metadata=_RUN_COLUMN)
     frozen_layers: int | None = field(default=None, metadata=_TRIAL_COLUMN)
     train_size: int | None = field(default=None, metadata=_TRIAL_COLUMN)

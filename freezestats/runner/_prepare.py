@@ -81,7 +81,7 @@ class PreparedStudy:
 
 
 def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> PreparedStudy:
-    """Every check that can fail before training: arm and strategy, model, data, levels, sizes, device."""
+    """Every check that can fail before training: arm and freezing rule, model, data, levels, sizes, device."""
     from freezestats.training import resolve_device, resolve_precision
 
     arms = arms_for_spec(spec)

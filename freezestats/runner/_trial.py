@@ -197,7 +197,7 @@ def _record(
     arm = prepared.arm_of(cell)
     return TrialRecord(
         model=spec.model.name,
-        strategy=arm.options().get("strategy"),  # the freeze arm's (`model.strategy` in a single-arm study)
+        freezing=arm.options().get("freezing"),  # the freeze arm's (`model.freezing` in a single-arm study)
         n_layers=prepared.n_layers,
         metric=metric,
         best_dev=outcome.summary.best_dev,

@@ -60,6 +60,9 @@ class ArmKind:
     """The options an ``[[arms]]`` table may set besides the levels and the rate, with their defaults."""
     option_axes: ClassVar[tuple[str, ...]] = ()
     """Options given as lists: the table becomes one arm variant per value (e.g. a probe's pooling)."""
+    renamed_options: ClassVar[Mapping[str, str]] = {}
+    """An option's name before it was renamed -> its name now. A table may still use the old name (with a note),
+    and the stored form of the table keeps it, so that the spec hash of a study made before is unchanged."""
 
     @classmethod
     def check_level(cls, value: Any) -> int | str:
@@ -137,7 +140,7 @@ def get_kind(name: str) -> type[ArmKind]:
 
 
 def load_plugins(modules: Iterable[str], where: str = "plugins") -> None:
-    """Import ``modules`` (a spec's ``plugins``) so that the arms and strategies they register exist here."""
+    """Import ``modules`` (a spec's ``plugins``) so that the arms and freezing rules they register exist here."""
     for i, module in enumerate(modules):
         try:
             importlib.import_module(module)
@@ -178,10 +181,12 @@ MAX_RANK = 1024
 
 @register_kind("freeze", declaration=True)
 class FreezeKind(ArmKind):
-    """``frozen_layers = k``: -1 the embeddings only, 0 nothing, ``k`` embeddings + ``k`` layers."""
+    """``frozen_layers = k``: -1 the embeddings only, 0 nothing, ``k`` embeddings + ``k`` layers; ``freezing``: the
+    freezing rule (``strategy`` before it was renamed)."""
 
     level_axis = "frozen_layers"
-    option_defaults: ClassVar[Mapping[str, Any]] = {"strategy": "freeze"}
+    option_defaults: ClassVar[Mapping[str, Any]] = {"freezing": "freeze"}
+    renamed_options: ClassVar[Mapping[str, str]] = {"strategy": "freezing"}
 
 
 @register_kind("lora", declaration=True)

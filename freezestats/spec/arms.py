@@ -39,13 +39,19 @@ class ArmSpec:
     """The name the table gives its variants (default: ``kind``)."""
 
     def stored_form(self) -> dict[str, Any]:
-        """The table in spec-file shape (so that :meth:`StudySpec.from_stored` parses it back to itself)."""
-        data: dict[str, Any] = {"kind": self.kind, get_kind(self.kind).level_axis: list(self.levels)}
+        """The table in spec-file shape (so that :meth:`StudySpec.from_stored` parses it back to itself).
+
+        A renamed option is stored under its old name (:attr:`~freezestats.spec.arm_kinds.ArmKind.renamed_options`):
+        the stored form is what the spec hash covers, and studies made before the rename keep theirs.
+        """
+        kind = get_kind(self.kind)
+        stored_name = {new: old for old, new in kind.renamed_options.items()}
+        data: dict[str, Any] = {"kind": self.kind, kind.level_axis: list(self.levels)}
         if self.name:
             data["name"] = self.name
         if self.learning_rate is not None:
             data["learning_rate"] = self.learning_rate
-        data.update({k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()})
+        data.update({stored_name.get(k, k): list(v) if isinstance(v, tuple) else v for k, v in self.options.items()})
         return data
 
     def variants(self) -> list[ArmVariant]:
@@ -95,6 +101,8 @@ def _parse_table(p: _Parser, table: Mapping[str, Any], where: str, default_rate:
     except SpecError as err:
         raise SpecError(f"{err} ({where}.kind, {p.source})") from None
     axis = cls.level_axis
+    for old, new in cls.renamed_options.items():
+        table = p.renamed(table, old, new, f"{where}.")
     allowed = {"kind", "name", axis, *cls.option_defaults} | ({"learning_rate"} if cls.uses_learning_rate else set())
     for key in table:
         if key not in allowed:

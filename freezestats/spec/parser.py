@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from freezestats.exceptions import SpecError
+from freezestats.exceptions import SpecError, warn_renamed
 
 __all__ = ["_Parser"]
 
@@ -32,6 +32,21 @@ class _Parser:
                 close = difflib.get_close_matches(key, allowed, n=1)
                 hint = f" Did you mean '{prefix}{close[0]}'?" if close else ""
                 raise self.fail(f"Unknown key '{prefix}{key}'.{hint} Allowed keys: {', '.join(sorted(allowed))}")
+
+    def renamed(self, table: Mapping[str, Any], old: str, new: str, prefix: str) -> Mapping[str, Any]:
+        """``table`` with the key ``old`` (a key's name before it was renamed) read as ``new``.
+
+        A spec file that uses it gets a one-line note (:func:`~freezestats.exceptions.warn_renamed`); a stored
+        spec does not, since its stored form keeps the old name on purpose (the spec hash). Both names at once
+        are an error: they are the same key.
+        """
+        if old not in table:
+            return table
+        if new in table:
+            raise self.fail(f"`{prefix}{old}` is `{prefix}{new}` under its old name: give `{prefix}{new}` only")
+        if not self.stored:
+            warn_renamed("spec key", f"{prefix}{old}", f"{prefix}{new}", self.source, stacklevel=4)
+        return {new if key == old else key: value for key, value in table.items()}
 
     def required(self, table: Mapping[str, Any], key: str, prefix: str) -> Any:
         if key not in table:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,10 +40,16 @@ SPEC_VERSION = 1
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Which pretrained encoder to fine-tune, and how its layers are frozen."""
+    """Which pretrained encoder to fine-tune, and how its layers are frozen (``freezing``: the freezing rule)."""
 
     name: str = "minilm-l6"
-    strategy: str = "freeze"
+    freezing: str = "freeze"
+
+    @property
+    def strategy(self) -> str:
+        """``freezing``'s name before it was renamed (deprecated)."""
+        warnings.warn("ModelSpec.strategy is deprecated: use ModelSpec.freezing", DeprecationWarning, stacklevel=2)
+        return self.freezing
 
 
 @dataclass(frozen=True)
@@ -70,9 +77,9 @@ class StudySpec:
     """Task groups trained with a shared encoder, next to the single tasks of ``tasks``."""
     plugins: tuple[str, ...] = ()
     """Modules every process of the study imports before it builds the arm: where user code registers arms
-    and freezing strategies, so that worker processes (which read the spec from the study) know them too."""
+    and freezing rules, so that worker processes (which read the spec from the study) know them too."""
     arms: tuple[ArmSpec, ...] = ()
-    """The ``[[arms]]`` tables; empty for a single-arm study (``[model] strategy`` + ``grid.frozen_layers``)."""
+    """The ``[[arms]]`` tables; empty for a single-arm study (``[model] freezing`` + ``grid.frozen_layers``)."""
     description: str = ""
     version: int = SPEC_VERSION
     source: str = field(default="", compare=False)
@@ -85,7 +92,7 @@ class StudySpec:
     def arm_variants(self) -> tuple[ArmVariant, ...]:
         """Every arm the cells run: the ``[[arms]]`` variants, or the one ``freeze`` arm of a single-arm spec."""
         if not self.arms:
-            options = {"strategy": self.model.strategy}
+            options = {"freezing": self.model.freezing}
             return (ArmVariant("freeze", "freeze", self.grid.frozen_layers, self.training.learning_rate, options),)
         return tuple(variant for arm in self.arms for variant in arm.variants())
 
@@ -100,6 +107,7 @@ class StudySpec:
         """The spec as plain data (what is stored with the study and hashed)."""
         data = asdict(self)
         data.pop("source")
+        data["model"] = {"name": self.model.name, "strategy": self.model.freezing}  # the key's name before: same hash
         data["lr_search"] = self.lr_search.stored_form(self.grid.seeds)
         if not self.grid.crossed:  # the form stored before `order_seeds` existed: those studies keep their hash
             del data["grid"]["order_seeds"]
@@ -195,11 +203,11 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     version, name, tasks = _parse_identity(p, raw)
     plugins = _parse_plugins(p, raw.get("plugins", []))
     groups = parse_groups(p, raw.get("groups", []))
-    model_raw = p.table(raw, "model")
-    p.keys(model_raw, "model.", {"name", "strategy"})
+    model_raw = p.renamed(p.table(raw, "model"), "strategy", "freezing", "model.")
+    p.keys(model_raw, "model.", {"name", "freezing"})
     model = ModelSpec(
         name=p.string(model_raw.get("name", ModelSpec.name), "model.name"),
-        strategy=p.string(model_raw.get("strategy", ModelSpec.strategy), "model.strategy"),
+        freezing=p.string(model_raw.get("freezing", ModelSpec.freezing), "model.freezing"),
     )
     grid = parse_grid(p, raw, [*tasks, *(t for group in groups for t in group.tasks)])
     training = parse_training(p, p.table(raw, "training"))
@@ -273,8 +281,8 @@ def _parse_search_and_arms(
         raise p.fail("`grid.train_sizes` of a study with `groups` must be numbers (each task's subset), not 'full'")
     if not with_arms:
         return lr_search, ()
-    if model.strategy != ModelSpec.strategy:
-        raise p.fail("`model.strategy` must be left out with [[arms]]: set `strategy` in the freeze arm's table")
+    if model.freezing != ModelSpec.freezing:
+        raise p.fail("`model.freezing` must be left out with [[arms]]: set `freezing` in the freeze arm's table")
     if groups:
         raise p.fail("`groups` and [[arms]] cannot be combined yet: a task group trains the freeze arm's encoder only")
     from freezestats.spec.arm_kinds import load_plugins  # the kinds that plugins register must be known here

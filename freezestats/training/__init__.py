@@ -21,6 +21,7 @@ benchmarks replace them to watch or steer a run.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -113,18 +114,20 @@ def fine_tune(
     learning_rate: float,
     training: TrainingSpec,
     tokenizer: Any,
-    strategy: str | None = None,
+    freezing: str | None = None,
     arm: ModelBuilder | None = None,
     on_step: Callable[[int, int], None] | None = None,
     prefix_cache: PrefixCache | None = None,
     use_prefix_cache: bool = True,
     order_seed: int | None = None,
     pair_encoding: str = "cross",
+    strategy: str | None = None,
 ) -> RunOutcome:
     """Fine-tune ``model_name`` on ``train`` and evaluate on ``validation`` every ``eval_every_epochs``.
 
     ``arm`` builds the model for the level ``frozen_layers`` (default: the ``freeze`` arm with the
-    freezing ``strategy``, itself by default ``"freeze"``; give one or the other).
+    freezing rule ``freezing``, itself by default ``"freeze"``; give one or the other). ``strategy`` is
+    ``freezing``'s name from before (deprecated: it warns, then means the same).
 
     ``seed`` fixes the head initialisation and dropout; ``order_seed`` the order in which the training
     examples are visited (default: ``seed``; ``order_seed == seed`` is the same run as leaving it out).
@@ -141,7 +144,7 @@ def fine_tune(
     """
     meter = Meter()
     _check_encoded(task, pair_encoding, train)
-    arm_ = _arm(arm, strategy)
+    arm_ = _arm(arm, _renamed_freezing(freezing, strategy))
     device, precision, model = _set_up(model_name, task, arm_, frozen_layers, seed, training, meter, pair_encoding)
     parts = locate_encoder(model)
     autocast = _autocast(device, precision)
@@ -203,13 +206,23 @@ def _outcome(
     )
 
 
-def _arm(arm: ModelBuilder | None, strategy: str | None) -> ModelBuilder:
-    """The arm of a call: ``arm``, or the ``freeze`` arm with ``strategy`` (the call before arms existed)."""
-    if arm is not None and strategy is not None:
-        raise TypeError("fine_tune() takes `arm` or `strategy` (the freeze arm's option), not both.")
+def _arm(arm: ModelBuilder | None, freezing: str | None) -> ModelBuilder:
+    """The arm of a call: ``arm``, or the ``freeze`` arm with ``freezing`` (the call before arms existed)."""
+    if arm is not None and freezing is not None:
+        raise TypeError("fine_tune() takes `arm` or `freezing` (the freeze arm's option), not both.")
     if arm is not None:
         return arm
-    return FreezePrefix("freeze" if strategy is None else strategy)
+    return FreezePrefix("freeze" if freezing is None else freezing)
+
+
+def _renamed_freezing(freezing: str | None, strategy: str | None) -> str | None:
+    """``freezing``, or ``strategy`` (its name before) with a ``DeprecationWarning``; both is an error."""
+    if strategy is None:
+        return freezing
+    if freezing is not None:
+        raise TypeError("fine_tune() takes `freezing` or `strategy` (its deprecated name), not both.")
+    warnings.warn("fine_tune(strategy=...) is deprecated: use freezing=... (the same)", DeprecationWarning, 3)
+    return strategy
 
 
 def _check_encoded(task: TaskConfig, pair_encoding: str, train: EncodedSplit) -> None:

@@ -2,8 +2,8 @@
 
 The arms (:mod:`freezestats.arms`) sit above the loop they train in: an arm's ``run`` calls
 :func:`freezestats.training.fine_tune` with itself as the builder. The loop sees only :class:`ModelBuilder`; a
-call without one (a bare ``fine_tune``, as before arms existed) freezes a prefix with a freezing strategy, which
-is what the ``freeze`` arm does too (both call :func:`~freezestats.encoder.freezing.get_strategy`).
+call without one (a bare ``fine_tune``, as before arms existed) freezes a prefix with a freezing rule, which
+is what the ``freeze`` arm does too (both call :func:`~freezestats.encoder.freezing.get_freezing`).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ class ModelBuilder(Protocol):
 
 
 class FreezePrefix:
-    """The model building of a call without an arm: freeze depth ``level`` with the freezing ``strategy``."""
+    """The model building of a call without an arm: freeze depth ``level`` with the freezing rule ``freezing``."""
 
     name = "freeze"
 
-    def __init__(self, strategy: str = "freeze") -> None:
-        self.strategy = strategy
+    def __init__(self, freezing: str = "freeze") -> None:
+        self.freezing = freezing
 
     def prepare_model(self, model: nn.Module, level: int) -> nn.Module:
-        from freezestats.encoder.freezing import get_strategy  # imports torch: only when a model is built
+        from freezestats.encoder.freezing import get_freezing  # imports torch: only when a model is built
 
-        get_strategy(self.strategy)(model, level)
+        get_freezing(self.freezing)(model, level)
         return model
