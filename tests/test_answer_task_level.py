@@ -131,3 +131,14 @@ def test_the_reports_answer_names_the_population_and_procedure_that_ran(held_out
     no_items = analyze(runs, margin=0.01, n_boot=50)
     text = answer(ReportInputs(analysis=no_items, runs=runs, study=None, notes=[], ran_analysis=True))
     assert "No per-item predictions are stored" in text.split("**sst2**", 1)[1].split(".", 2)[1]
+
+
+def test_the_summary_heading_names_the_population_first_and_the_procedure(held_out_case: tuple) -> None:
+    from freezestats.analysis.summary import summary_lines
+
+    runs, items = held_out_case
+    for kwargs, first in (({"items": items}, "for the task"), ({}, "NO per-item predictions stored")):
+        result = analyze(runs, margin=0.01, n_boot=50, **kwargs)
+        heading = next(line for line in summary_lines(result) if line.strip().startswith("answer"))
+        assert heading.strip().startswith(f"answer {first}")
+        assert result.settings["answer_procedure"]["sst2"] in heading

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 from freezestats.analysis.result import SECOND_MODE, Analysis
+from freezestats.stats.items.task_level import POPULATIONS
 
-__all__ = ["difference_text", "fmt_p", "pair_encoding_lines", "runs_counted", "summary_lines"]
+__all__ = ["answer_heading", "difference_text", "fmt_p", "pair_encoding_lines", "runs_counted", "summary_lines"]
 
 
 def _test_text(row: Any) -> str:
@@ -35,6 +36,21 @@ def runs_counted(settings: dict[str, Any]) -> str:
     return f"{settings['n_runs']} {kind}" + (f" (and {', '.join(aside)})" if aside else "")
 
 
+def answer_heading(s: dict[str, Any], task: str) -> str:
+    """What the answer's intervals speak of and the procedure that ran, from the settings the analysis recorded
+    (so the words cannot drift from what was computed); the population comes first."""
+    population = s.get("answer_population", {}).get(task, "evaluation_set")
+    procedure = s.get("answer_procedure", {}).get(task) or "fixed sequence shallow to deep"
+    if population == "task":
+        about = f"for {POPULATIONS['task']}"
+    elif s.get("uncertainty") == "task":
+        about = f"NO per-item predictions stored: for {POPULATIONS['evaluation_set']} only, not the task"
+    else:
+        about = f"for {POPULATIONS['evaluation_set']} only (--uncertainty seeds)"
+    source = f"; two-part contrasts: {SECOND_MODE}" if s.get("answer_from", {}).get(task) == "two_part" else ""
+    return f"answer {about} (non-inferiority, margin {s['margins'].get(task)}; {procedure}{source})"
+
+
 def summary_lines(analysis: Analysis) -> list[str]:
     """A short human summary: the contrasts against full fine-tuning and what the study says."""
     s = analysis.settings
@@ -47,12 +63,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
     for task in s["tasks"]:
         lines.append(f"[{task}]")
         if answers is not None and (answers["task"] == task).any():
-            family = "all train sizes (Bonferroni)" if s.get("adjust_across") == "sizes" else "each train size"
-            source = f"; two-part contrasts: {SECOND_MODE}" if s.get("answer_from", {}).get(task) == "two_part" else ""
-            lines.append(
-                f"  answer (non-inferiority, margin {s['margins'].get(task)}, fixed sequence shallow to deep; "
-                f"family: {family}{source}):"
-            )
+            lines.append(f"  {answer_heading(s, task)}:")
             lines.extend(f"    {statement}" for statement in answers.loc[answers["task"] == task, "statement"])
             lines.append(f"  superiority contrasts ({s['adjust']}-adjusted within a size; not shown ≠ no cost):")
         if contrasts is not None:
