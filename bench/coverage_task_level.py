@@ -1,0 +1,235 @@
+"""Do the task-level intervals cover the task's truth when runs behave like real runs? And what do they cost?
+
+    python bench/coverage_task_level.py                        # 400 studies of 5 seeds (one process)
+    python bench/coverage_task_level.py --studies 100 --seeds 8
+    python bench/coverage_task_level.py --from-json bench/results/coverage_task_level.json   # reprint a run
+
+Each study is one simulated SST-2 grid from ``freezestats.stats.simulation.realistic.blog_shaped``: the blog
+example's cell means, depths -1/0/1/2/4/5/6 x 50..1000 examples, 872 evaluation items drawn anew from a
+20,000-item population (436 scored by ``heldout``), depths that disagree item by item, run SDs that differ by
+depth, a seed correlation with the reference from 0.99 to -0.3, and collapsed runs (30% at 50 examples, 2% at
+1000, more at deeper depths). None of that is the mixed model's assumption, so this measures the intervals
+where the old model-based bench (bench/coverage.py) could not.
+
+For every (train size, depth) it prints the two-sided 95% per-comparison coverage of
+
+* ``task``: ``task_level_contrasts(population="task")`` (seeds and items) for the task's truth (new seeds and
+  new items);
+* ``seed>task`` and ``seed>items``: the seed-only paired t interval (``population="evaluation_set"``) for the
+  task's truth and for the truth on the study's drawn score items (what it speaks of);
+* ``model>task`` and ``model>items``: the old answer, ``fit_mixed(results, "heldout")`` with
+  ``contrasts_vs_reference(adjust="none")``, for the same two truths;
+
+then the share of studies in which ``task_noninferiority(margin=0.01)`` names the depth non-inferior (power,
+beside the true cost), and, from as many studies of ``null_at_margin(0.01)`` (every depth's true cost exactly
+-0.01), the familywise error: the share of studies naming any depth at any size non-inferior (nominal <= 5%),
+and per size. ``task|collapse`` and ``task|none`` split the task-level coverage by whether any of the contrast's
+runs collapsed; ``--collapse 0`` runs the same cell means with no collapsed runs. The Monte Carlo band of a 95%
+coverage from N studies is +-1.96 sqrt(0.95 * 0.05 / N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import multiprocessing
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats import contrasts_vs_reference, fit_mixed
+from freezestats.stats.inference.task_family import task_noninferiority
+from freezestats.stats.items.task_level import task_level_contrasts
+from freezestats.stats.simulation.realistic import (
+    RealisticTask,
+    Scenario,
+    blog_shaped,
+    null_at_margin,
+    realistic_task,
+    simulate_realistic,
+)
+
+# bench/coverage.py, for the saved record and the command line every coverage bench shares; loaded by path, since
+# `import coverage` would find coverage.py (the PyPI package of pytest-cov) first wherever that is installed
+_spec = importlib.util.spec_from_file_location("bench_coverage", Path(__file__).resolve().with_name("coverage.py"))
+coverage = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(coverage)  # type: ignore[union-attr]
+
+MARGIN = 0.01
+NULL_OFFSET = 1_000_000  # the null studies' generator seeds: study i draws rng=NULL_OFFSET + i
+COVERAGES = ("task", "seed_task", "seed_items", "model_task", "model_items")
+LABELS = {"task": "task", "seed_task": "seed>task", "seed_items": "seed>items", "model_task": "model>task",
+          "model_items": "model>items"}  # fmt: skip
+_TASKS: dict[str, RealisticTask] = {}  # the two scenarios made concrete, once per process
+
+
+def _covers(table: pd.DataFrame, truth: dict[tuple[int, int], float]) -> pd.Series:
+    keys = zip(table["train_size"].astype(int), table["frozen_layers"].astype(int), strict=True)
+    target = np.array([truth[key] for key in keys])
+    return pd.Series((table["ci_low"].to_numpy() <= target) & (target <= table["ci_high"].to_numpy()), table.index)
+
+
+def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
+    """One study of each scenario: per contrast, which intervals cover which truth and whether the depth is shown
+    non-inferior (``alternative``), and per contrast of the null study whether it is (``null``)."""
+    study = simulate_realistic(_TASKS["alternative"], rng=index)
+    runs, items = study.results, study.items
+    task = task_level_contrasts(runs, items, response="heldout", metric="accuracy")
+    seed = task_level_contrasts(runs, None, response="heldout", metric="accuracy", population="evaluation_set")
+    shown = task_noninferiority(task, margin=MARGIN).set_index(["train_size", "frozen_layers"])["noninferior"]
+    error = None
+    try:
+        model = contrasts_vs_reference(fit_mixed(runs, "heldout"), 0, adjust="none")
+    except ModelFitError as exc:
+        model, error = None, type(exc).__name__
+    collapsed = _collapsed(runs)
+    covered = _covers(task, study.truth_task)
+    rows = []
+    for i, row in task.iterrows():
+        key = (int(row["train_size"]), int(row["frozen_layers"]))
+        rows.append({"study": index, "train_size": key[0], "frozen_layers": key[1],
+                     "truth_task": study.truth_task[key], "truth_items": study.truth_items[key],
+                     "collapse": collapsed[key],
+                     "task": bool(covered[i]), "noninferior": bool(shown[key])})  # fmt: skip
+    frame = pd.DataFrame(rows).set_index(["train_size", "frozen_layers"])
+    for name, table in (("seed", seed), ("model", model)):
+        if table is None:
+            continue
+        table = table.set_index(["train_size", "frozen_layers"], drop=False)
+        frame[f"{name}_task"] = _covers(table, study.truth_task).reindex(frame.index)
+        frame[f"{name}_items"] = _covers(table, study.truth_items).reindex(frame.index)
+    return frame.reset_index().to_dict("records"), _null_study(index), error
+
+
+def _collapsed(runs: pd.DataFrame) -> dict[tuple[int, int], bool]:
+    """Per contrast: whether any run of the depth or of the reference at that size collapsed."""
+    cell = runs.groupby(["train_size", "frozen_layers"])["failed"].any()
+    return {(int(n), int(k)): bool(v or cell[(n, 0)]) for (n, k), v in cell.items()}
+
+
+def _null_study(index: int) -> list[dict]:
+    """Per contrast of one study at the margin: whether the depth is shown non-inferior, and whether any of its
+    runs collapsed."""
+    null = simulate_realistic(_TASKS["null"], rng=NULL_OFFSET + index)
+    shown = task_noninferiority(
+        task_level_contrasts(null.results, null.items, response="heldout", metric="accuracy"), margin=MARGIN
+    )
+    collapsed = _collapsed(null.results)
+    return [{"study": index, "train_size": int(r.train_size), "frozen_layers": int(r.frozen_layers),
+             "noninferior": bool(r.noninferior), "collapse": collapsed[(int(r.train_size), int(r.frozen_layers))]}
+            for r in shown.itertuples()]  # fmt: skip
+
+
+def _start(alternative: RealisticTask, null: RealisticTask) -> None:
+    _TASKS.update(alternative=alternative, null=null)
+
+
+def run(
+    n_studies: int, seeds: int = 5, processes: int = 1, base: Scenario | None = None, collapse_scale: float = 1.0
+) -> dict:
+    """``n_studies`` studies of ``base`` (default :func:`blog_shaped`) with ``seeds`` seeds a cell and its
+    collapse rates times ``collapse_scale``, and as many of its null at the margin; ``processes`` > 1 runs
+    them in a pool of that many."""
+    base = blog_shaped() if base is None else base
+    collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
+    base = replace(base, seeds=seeds, collapse=collapse)
+    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)))
+    started = time.perf_counter()
+    if processes > 1:
+        with multiprocessing.Pool(processes, initializer=_start, initargs=tasks) as pool:
+            outcomes = pool.map(one_study, range(n_studies), chunksize=4)
+    else:
+        _start(*tasks)
+        outcomes = [one_study(i) for i in range(n_studies)]
+    alt = pd.DataFrame([row for rows, _, _ in outcomes for row in rows])
+    null = pd.DataFrame([row for _, rows, _ in outcomes for row in rows])
+    errors: dict[str, int] = {}
+    for _, _, error in outcomes:
+        if error:
+            errors[f"fit_mixed: {error}"] = errors.get(f"fit_mixed: {error}", 0) + 1
+    shown = null.groupby(["study", "train_size"])["noninferior"].any().unstack()
+    fwer = {"any": float(shown.any(axis=1).mean()), **{str(n): float(shown[n].mean()) for n in shown.columns}}
+    return coverage.result_record(
+        n_studies,
+        started,
+        errors,
+        summarise(alt, null),
+        seeds=seeds,
+        margin=MARGIN,
+        processes=processes,
+        fwer=fwer,
+        collapse_scale=collapse_scale,
+    )
+
+
+def summarise(alt: pd.DataFrame, null: pd.DataFrame) -> list[dict]:
+    """Per contrast: its truths, each interval's coverage, the task-level coverage with and without a collapsed
+    run among its runs, the share of studies showing it non-inferior, and the share of null studies that do
+    (all of them, and those without a collapsed run in the contrast)."""
+    cell = alt.groupby(["train_size", "frozen_layers"])
+    out = cell.agg(truth_task=("truth_task", "mean"), n=("study", "size"), collapse=("collapse", "mean"),
+                   power=("noninferior", "mean"))  # fmt: skip
+    for name in COVERAGES:
+        out[name] = cell[name].mean() if name in alt else np.nan
+    split = alt.groupby(["train_size", "frozen_layers", "collapse"])["task"].mean().unstack()
+    out["task_collapse"] = split.get(True)
+    out["task_none"] = split.get(False)
+    out["null"] = null.groupby(["train_size", "frozen_layers"])["noninferior"].mean()
+    out["null_none"] = null[~null["collapse"]].groupby(["train_size", "frozen_layers"])["noninferior"].mean()
+    return [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in out.reset_index().to_dict("records")]
+
+
+def report(result: dict) -> str:
+    rows = pd.DataFrame(result["rows"])
+    band = 1.96 * np.sqrt(0.95 * 0.05 / result["n_studies"])
+    lines = [
+        f"bench/coverage_task_level.py: {result['n_studies']} studies of blog_shaped(), {result['seeds']} seeds a "
+        f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}, margin {result['margin']}, "
+        f"{result['processes']} process(es), {result['seconds']:.0f} s",
+        f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}",
+        f"\ncoverage of two-sided 95% per-comparison intervals (MC band 0.95 +-{band:.3f}); power = share of studies"
+        " showing the depth non-inferior; collapse = share of studies with a collapsed run in the contrast; null ="
+        " share of studies at the margin showing it non-inferior (null|none: of those without a collapsed run)",
+    ]
+    names = [*COVERAGES, "task_collapse", "task_none", "collapse", "power", "null", "null_none"]
+    header = ["n", "depth", "truth", *[LABELS.get(c, c.replace("_", "|")) for c in names]]
+    widths = [max(len(h), 7) for h in header]
+    lines.append("  ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)))
+    for row in rows.sort_values(["train_size", "frozen_layers"]).to_dict("records"):
+        cells = ["-" if row.get(c) is None or pd.isna(row.get(c)) else f"{row[c]:.3f}" for c in names]
+        values = [row["train_size"], row["frozen_layers"], f"{row['truth_task']:+.4f}", *cells]
+        lines.append("  ".join(f"{v:>{w}}" for v, w in zip(values, widths, strict=True)))
+    fwer = result["fwer"]
+    per_size = ", ".join(f"n={n}: {v:.3f}" for n, v in fwer.items() if n != "any")
+    lines.append(f"\nfamilywise error under null_at_margin({result['margin']}): {fwer['any']:.3f} (nominal <= 0.05)")
+    lines.append(f"  per size (any depth at that size shown non-inferior): {per_size}")
+    low, high = 0.95 - band, 0.95 + band
+    for name in ("task", "seed_task", "model_task"):
+        out = rows[(rows[name] < low) | (rows[name] > high)]
+        cells = ", ".join(f"({r.train_size}, {r.frozen_layers}) {getattr(r, name):.3f}" for r in out.itertuples())
+        lines.append(f"{LABELS[name]:>11} outside {low:.3f}-{high:.3f}: {len(out)} of {len(rows)}: {cells or '-'}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=400)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
+    parser.add_argument("--collapse", type=float, default=1.0, help="collapse rates times this (0: none)")
+    parser.add_argument("--output", default="bench/results/coverage_task_level.json")
+    parser.add_argument("--from-json", help="reprint a saved run")
+    args = parser.parse_args()
+    compute = lambda: run(args.studies, args.seeds, args.processes, collapse_scale=args.collapse)  # noqa: E731
+    coverage.reprint_or_run(args.from_json, args.output, compute, report)
+    if not args.from_json:
+        Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""The realistic simulator: its tables, its truths, the seed structure and collapse rates it was asked for, and
+the task-level coverage bench's code path on a few small studies."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from _scripts import load_script
+
+from freezestats.stats import contrasts_vs_reference, fit_mixed
+from freezestats.stats.inference.task_family import task_noninferiority
+from freezestats.stats.items.task_level import task_level_contrasts
+from freezestats.stats.simulation import items as old_items
+from freezestats.stats.simulation.realistic import (
+    RealisticTask,
+    Scenario,
+    blog_shaped,
+    null_at_margin,
+    realistic_task,
+    simulate_realistic,
+)
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "coverage_task_level.py"
+
+
+def small(**changes: object) -> Scenario:
+    """Two sizes and three depths of the blog-shaped scenario, for fast studies."""
+    base = blog_shaped()
+    depths = (0, 2, 6)
+    keep = {
+        "train_sizes": (200, 1000),
+        "depths": depths,
+        "rho": {k: base.rho[k] for k in depths},
+        "depth_sd": {k: base.depth_sd[k] for k in depths},
+        "depth_collapse": {k: base.depth_collapse[k] for k in depths},
+        "item_sd": {k: base.item_sd[k] for k in depths},
+    }
+    return replace(base, **{**keep, **changes})  # type: ignore[arg-type]
+
+
+@cache
+def small_task() -> RealisticTask:
+    return realistic_task(small())
+
+
+def test_tables_have_the_old_simulators_columns_and_one_row_per_run_and_item() -> None:
+    study = simulate_realistic(small_task(), rng=0)
+    old = old_items.simulate_item_study({200: {0: 0.8, 2: 0.79}}, {200: 0.01}, seeds=2, n_items=20, rng=0)
+    assert list(study.results.columns) == list(old.results.columns)
+    assert list(study.items.columns) == list(old.items.columns)
+    assert len(study.results) == 2 * 3 * 5 and len(study.items) == len(study.results) * 872
+    assert (study.items.groupby("trial")["half"].apply(lambda h: (h == "score").sum()) == 436).all()
+    assert (study.results["n_eval_heldout"] == 436).all()
+    scored = study.items[study.items["half"] == "score"]
+    right = (scored["prediction_heldout"] == scored["label"]).groupby(scored["trial"]).mean()
+    assert np.allclose(right.sort_index().to_numpy(), study.results.sort_values("trial")["heldout"].to_numpy())
+    assert set(study.truth_task) == set(study.truth_items) == {(n, k) for n in (200, 1000) for k in (2, 6)}
+
+
+def test_a_collapsed_run_predicts_the_majority_class_on_every_item() -> None:
+    study = simulate_realistic(small_task(), rng=1)
+    failed = study.results.loc[study.results["failed"], "trial"]
+    assert len(failed) > 0
+    predictions = study.items[study.items["trial"].isin(failed)]
+    assert (predictions["prediction_heldout"] == small_task().majority_class).all()
+
+
+def test_the_analysis_runs_on_a_simulated_study() -> None:
+    study = simulate_realistic(small_task(), rng=2)
+    task = task_level_contrasts(study.results, study.items, response="heldout", metric="accuracy")
+    seed = task_level_contrasts(study.results, None, response="heldout", metric="accuracy", population="evaluation_set")
+    assert len(task) == len(seed) == 4 and (task["se_item"] > 0).all() and (seed["se_item"] == 0).all()
+    assert np.allclose(task["estimate"], seed["estimate"])
+    shown = task_noninferiority(task, margin=0.01)
+    assert shown["noninferior"].dtype == bool
+    model = contrasts_vs_reference(fit_mixed(study.results, "heldout"), 0, adjust="none")
+    assert {"ci_low", "ci_high"} <= set(model.columns)
+
+
+def test_a_study_is_reproducible_from_its_seed() -> None:
+    a, b = (simulate_realistic(small_task(), rng=7) for _ in range(2))
+    pd.testing.assert_frame_equal(a.results, b.results)
+    assert a.truth_items == b.truth_items
+
+
+def test_the_mean_difference_over_many_seeds_is_the_truth() -> None:
+    """Every item of a 2,000-item population drawn: ``best_dev`` (all items) then estimates the task's truth and
+    ``heldout`` (the score half) the drawn items' truth; 3,000 seeds leave a Monte Carlo SE of ~0.002, and the
+    tolerance is 4 SE."""
+    scenario = small(train_sizes=(200,), population=2000, n_items=2000, seeds=3000)
+    study = simulate_realistic(scenario, rng=3, items=False)
+    runs = study.results.pivot_table(index="seed", columns="frozen_layers", values=["best_dev", "heldout"])
+    for depth in (2, 6):
+        for response, truth in (("best_dev", study.truth_task), ("heldout", study.truth_items)):
+            diff = runs[(response, depth)] - runs[(response, 0)]
+            se = diff.std() / np.sqrt(len(diff))
+            assert abs(diff.mean() - truth[(200, depth)]) < 4 * se, (response, depth, diff.mean(), se)
+
+
+def test_the_cell_means_are_the_scenarios_with_collapse_in_them() -> None:
+    """A cell's mean is the scenario's accuracy with its collapsed runs counted in: the healthy runs' skill is
+    solved higher where runs collapse, and the truth is the difference of the cell means."""
+    task = realistic_task(small())
+    without = realistic_task(small(collapse={200: 0.0, 1000: 0.0}))
+    for key in task.accuracy:
+        accuracy = task.scenario.accuracy[key]
+        assert task.accuracy[key] == pytest.approx(accuracy, abs=1e-9)
+        assert without.accuracy[key] == pytest.approx(accuracy, abs=1e-9)
+        assert task.mu[key] > without.mu[key]  # every cell mean is above the majority share
+    for (size, depth), truth in task.truth_task.items():
+        assert truth == pytest.approx(task.accuracy[(size, depth)] - task.accuracy[(size, 0)])
+
+
+def test_seed_correlation_and_run_sds_are_the_scenarios() -> None:
+    """No collapse, little run-by-item noise and every item of the population scored (``best_dev``), so a run's
+    accuracy is its skill's: its correlation with the reference's over 1,500 seeds is rho (SE <= 0.03), and its
+    SD is the scenario's run SD (to first order, SE ~2%)."""
+    scenario = replace(
+        small(train_sizes=(100,), population=3000, n_items=3000, seeds=1500, noise_sd=0.05),
+        rho={0: 1.0, 2: 0.6, 6: -0.3},
+        depth_sd={0: 1.0, 2: 0.75, 6: 0.5},
+        run_sd={100: 0.04},
+        collapse={100: 0.0},
+    )
+    study = simulate_realistic(scenario, rng=4, items=False)
+    runs = study.results.pivot(index="seed", columns="frozen_layers", values="best_dev")
+    for depth in (2, 6):
+        assert np.corrcoef(runs[depth], runs[0])[0, 1] == pytest.approx(scenario.rho[depth], abs=0.08)
+    for depth in (0, 2, 6):
+        assert runs[depth].std() == pytest.approx(0.04 * scenario.depth_sd[depth], rel=0.1)
+
+
+def test_collapse_rates_are_the_scenarios() -> None:
+    scenario = small(seeds=2000, n_items=20)
+    study = simulate_realistic(scenario, rng=5, items=False)
+    rates = study.results.groupby(["train_size", "frozen_layers"])["failed"].mean()
+    for (size, depth), rate in rates.items():
+        expected = scenario.collapse_rate(size, depth)
+        assert abs(rate - expected) < 4 * np.sqrt(expected * (1 - expected) / 2000), (size, depth, rate)
+    healthy = study.results[~study.results["failed"]]
+    assert healthy["heldout"].std() > 0
+
+
+def test_null_at_margin_costs_exactly_the_margin_everywhere() -> None:
+    task = realistic_task(null_at_margin(0.01, small()))
+    assert all(v == pytest.approx(-0.01, abs=1e-9) for v in task.truth_task.values())
+
+
+def test_the_blog_preset_is_shaped_as_asked() -> None:
+    scenario = blog_shaped()
+    assert scenario.depths == (-1, 0, 1, 2, 4, 5, 6) and scenario.train_sizes == (50, 100, 200, 500, 1000)
+    assert scenario.run_sd[50] / scenario.run_sd[1000] == pytest.approx(15)
+    assert scenario.rho[-1] == 0.99 and scenario.rho[6] == -0.3
+    assert [scenario.collapse[n] for n in scenario.train_sizes] == sorted(scenario.collapse.values(), reverse=True)
+
+
+def test_a_scenario_that_misses_a_cell_is_refused() -> None:
+    scenario = small()
+    accuracy = {key: value for key, value in scenario.accuracy.items() if key != (200, 2)}
+    with pytest.raises(ValueError, match=r"\(200, 2\)"):
+        realistic_task(replace(scenario, accuracy=accuracy))
+    with pytest.raises(ValueError, match="rho"):
+        realistic_task(replace(scenario, rho={0: 1.0, 2: 1.5, 6: 0.0}))
+
+
+def test_the_bench_runs_its_code_path_on_small_studies() -> None:
+    bench = load_script(BENCH)
+    result = bench.run(20, seeds=5, base=small())
+    rows = pd.DataFrame(result["rows"])
+    assert len(rows) == 4 and (rows["n"] == 20).all()
+    for name in bench.COVERAGES:
+        assert rows[name].between(0, 1).all()
+    assert 0 <= result["fwer"]["any"] <= 1 and {"200", "1000"} <= set(result["fwer"])
+    text = bench.report(result)
+    assert "familywise error" in text and "model>task" in text
