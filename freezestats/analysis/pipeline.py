@@ -10,7 +10,7 @@ parquet + CSV and ``analysis.json``; nothing is rounded here.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from freezestats.analysis.arms import add_arm_tables, freeze_rows
 from freezestats.analysis.options import UNCERTAINTIES, AnalysisOptions
 from freezestats.analysis.result import Analysis
 from freezestats.analysis.task import TaskAnalysis
+from freezestats.analysis.task_metrics import apply_task_metrics
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.design.input_table import check_results_table, normalize_results, shorten
 
@@ -157,7 +158,7 @@ def analyze(
     data: pd.DataFrame,
     *,
     model: str = "mixed",
-    response: str = "heldout",
+    response: str | None = None,
     variance: str = "per_size",
     tasks: list[str] | None = None,
     reference: int = 0,
@@ -171,6 +172,7 @@ def analyze(
     progress: Callable[[int, int], object] | None = None,
     items: pd.DataFrame | None = None,
     uncertainty: str = "task",
+    task_metrics: Mapping[str, str] | None = None,
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time.
 
@@ -185,15 +187,22 @@ def analyze(
     family is the task (every size and depth), under a graphical procedure
     (:mod:`freezestats.stats.inference.task_family`). ``"seeds"``: the model's fixed sequence per size, which
     speaks of this evaluation set (then ``items`` adds ``noninferiority_items`` beside it).
+
+    ``task_metrics`` (``{"cola": "mcc"}``) judges a task on another metric than its runs recorded, re-scored
+    from ``items`` (:mod:`freezestats.analysis.task_metrics`); such a task is analysed at its last checkpoint
+    unless ``response`` is given (default ``heldout``).
     """
     from freezestats import stats
     from freezestats.stats.descriptive.reference import load_reference
 
+    response_given = response is not None
+    response = response or "heldout"
     _check_options(model, response, variance, margin, adjust_across)
     if uncertainty not in UNCERTAINTIES:
         raise ModelFitError(f"`--uncertainty` must be one of {list(UNCERTAINTIES)}, but got {uncertainty!r}.")
     check_results_table(data, response, model=model, tasks=tasks, reference=reference)
-    every = normalize_results(data)
+    data, per_task = apply_task_metrics(normalize_results(data), items, task_metrics or {}, response, response_given)
+    every = data
     data, n_bi = _cross_encoded(every)
     all_grid = data[data["role"] == "grid"]
     arm_grid, n_grouped = _trained_alone(all_grid)
@@ -214,6 +223,9 @@ def analyze(
         "adjust": adjust,
         "adjust_across": adjust_across,
         "uncertainty": uncertainty,
+        "metric_of": per_task["metric_of"],
+        "response_of": per_task["response_of"],
+        "selected_on": per_task["selected_on"],
         "margins": {},
         "delta": delta or margin or 0.02,
         "tasks": tasks,
@@ -224,7 +236,7 @@ def analyze(
         "pooled": pooled,
         "freezestats_version": __version__,
     }
-    result = Analysis(settings=settings, warnings=_set_aside_notes(n_bi, n_grouped))
+    result = Analysis(settings=settings, warnings=per_task["notes"] + _set_aside_notes(n_bi, n_grouped))
     options = AnalysisOptions(
         model=model,
         response=response,

@@ -9,6 +9,7 @@ an error, so one unfit table never hides the others.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -37,7 +38,18 @@ class TaskAnalysis:
             self.result.warnings.append(f"{task}: {name}{' ' + str(labels) if labels else ''} not computed: {err}")
 
     def run(self, task: str, runs: pd.DataFrame, *, compare_with_blog: bool) -> None:
-        """Every table of ``task`` from its grid runs trained alone with the freeze arm."""
+        """Every table of ``task`` from its grid runs trained alone with the freeze arm, at the task's own
+        response where it has one (a task re-scored on another metric: its last checkpoint)."""
+        options = self.options
+        own = self.result.settings.get("response_of", {}).get(task)
+        if own is not None:
+            self.options = replace(options, response=own)
+        try:
+            self._run(task, runs, compare_with_blog=compare_with_blog)
+        finally:
+            self.options = options
+
+    def _run(self, task: str, runs: pd.DataFrame, *, compare_with_blog: bool) -> None:
         # Failure on the analysed metric's checkpoint, not the runner's final-checkpoint flag: that is what the
         # fits without failed runs leave out and what the failure model and rates describe.
         response = self.options.response

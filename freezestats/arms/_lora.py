@@ -39,7 +39,6 @@ TARGET_MODULES: tuple[tuple[str, ...], ...] = (
 """The attention projections adapted, per model family: the first set whose names all occur in the layers."""
 
 
-
 @register_arm("lora")
 class LoraArm(Arm, LoraKind):
     """``rank = r``: rank-``r`` adapters on the query and value projections of every layer; the head trains."""

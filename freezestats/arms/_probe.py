@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["POOLINGS", "ProbeArm", "clear_feature_cache", "features"]
 
 
-
 @register_arm("probe")
 class ProbeArm(Arm, ProbeKind):
     """``layers = l``: a linear probe on layer ``l``'s pooled output; ``pooling`` is an option axis."""

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from freezestats.analysis.task_metrics import parse_task_metrics
 from freezestats.cli.base import _Command
 from freezestats.exceptions import ModelFitError
 
@@ -33,8 +34,15 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="mixed", help="mixed (default), glmm or ols")
     parser.add_argument(
         "--metric",
-        default="heldout",
+        default=None,
         help="response: heldout (default, no selection bias), final_dev, best_dev (the blog's, biased upward)",
+    )
+    parser.add_argument(
+        "--task-metric",
+        action="append",
+        metavar="TASK=METRIC",
+        help="judge TASK on METRIC (e.g. cola=mcc), re-scored from the runs' predictions; such a task is analysed "
+        "at its last checkpoint unless --metric is given (repeatable)",
     )
     parser.add_argument(
         "--uncertainty",
@@ -128,6 +136,7 @@ def _run_analyze(
         progress=progress,
         items=items,
         uncertainty=args.uncertainty,
+        task_metrics=parse_task_metrics(args.task_metric),
     )
 
 
@@ -181,6 +190,7 @@ class _Report(_Command):
             margin=args.margin,
             n_boot=args.n_boot,
             uncertainty=args.uncertainty,
+            task_metrics=parse_task_metrics(args.task_metric),
             formats=args.format,
             overwrite=args.overwrite,
             console=console,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,11 +116,12 @@ def build_report(
     analysis_dir: str | Path | None = None,
     study_name: str | None = None,
     model: str = "mixed",
-    metric: str = "heldout",
+    metric: str | None = None,
     variance: str = "per_size",
     margin: float | None = None,
     n_boot: int = 2000,
     uncertainty: str = "task",
+    task_metrics: Mapping[str, str] | None = None,
     formats: str | tuple[str, ...] = ("html", "pdf"),
     overwrite: bool = False,
     console: Console | None = None,
@@ -159,6 +161,7 @@ def build_report(
             margin=margin,
             n_boot=n_boot,
             uncertainty=uncertainty,
+            task_metrics=task_metrics,
         )
         renderer = choose_renderer()
         progress.update(stage, completed=1)

@@ -41,9 +41,9 @@ _MARKER = re.compile(r"%%([a-z_]+)%%")
 
 
 def _blog_section(inputs: ReportInputs, w: Writer) -> str:
-    response = inputs.analysis.settings["response"]
     parts = []
     for task in inputs.analysis.settings["tasks"]:
+        response = inputs.response_of(task)
         metric = text.metric_name(inputs, task)
         runs = inputs.task_runs(task)
         summary = task_table(inputs, "cell_summary", task, fit=None)

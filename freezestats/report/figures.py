@@ -66,7 +66,10 @@ def frozen_order(levels: Sequence[int]) -> list[int]:
 
 
 def frozen_label(level: int) -> str:
-    """Axis label of a frozen level (``-1`` is the embeddings only)."""
+    """Axis label of a frozen level (``-1`` is the embeddings only; a missing level, as where no depth reached
+    a criterion, is a dash)."""
+    if pd.isna(level):
+        return "–"
     return "emb." if int(level) == -1 else str(int(level))
 
 

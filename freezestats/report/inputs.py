@@ -9,6 +9,7 @@ cannot be had (no spec when only a table was given) is left ``None`` and the rep
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,12 @@ class ReportInputs:
             return str(self.runs["study"].dropna().iloc[0])
         return "unnamed study"
 
+    def response_of(self, task: str) -> str:
+        """The response the analysis used for ``task``: its own (a task re-scored on another metric is analysed
+        at its last checkpoint) or the study's."""
+        settings = self.analysis.settings
+        return str(settings.get("response_of", {}).get(task, settings["response"]))
+
     def task_runs(self, task: str, all_arms: bool = False) -> pd.DataFrame | None:
         """The grid runs of one task (search runs are not part of the grid's statistics) that the freeze sections
         plot: trained alone, read as one input (``cross``: bi runs have their own section), and of the freeze arm
@@ -73,11 +80,12 @@ def gather_inputs(
     analysis_dir: str | Path | None = None,
     study_name: str | None = None,
     model: str = "mixed",
-    metric: str = "heldout",
+    metric: str | None = None,
     variance: str = "per_size",
     margin: float | None = None,
     n_boot: int = 2000,
     uncertainty: str = "task",
+    task_metrics: Mapping[str, str] | None = None,
 ) -> ReportInputs:
     """Load or compute the analysis, the runs and the study record (see the module docstring)."""
     if storage is not None and results is not None:
@@ -120,9 +128,14 @@ def gather_inputs(
             n_boot=n_boot,
             items=items,
             uncertainty=uncertainty,
+            task_metrics=task_metrics,
         )
         if why_not:
             analysis.warnings.append(why_not)
+        if task_metrics:  # the figures show the runs on the metric the analysis judged them on
+            from freezestats.analysis.task_metrics import apply_task_metrics
+
+            runs = apply_task_metrics(runs, items, task_metrics, metric or "heldout", metric is not None)[0]
         ran = True
     if runs is None:
         notes.append(
@@ -157,7 +170,7 @@ def ols_cross_check(inputs: ReportInputs) -> pd.DataFrame | None:
         if runs is None or runs.empty:
             continue
         try:
-            fit = fit_ols(runs, settings["response"])
+            fit = fit_ols(runs, inputs.response_of(task))
             table = contrasts_vs_reference(fit, int(settings.get("reference", 0)), settings.get("adjust", "holm"))
         except (FreezestatsError, ValueError) as err:
             inputs.notes.append(f"{task}: the OLS cross-check could not be fitted: {err}")

@@ -24,7 +24,11 @@ FAILED_DEFINITION = (
 
 
 def metric_name(inputs: ReportInputs, task: str) -> str:
-    """The task's primary metric as recorded with the runs (else from the spec, else the task's default)."""
+    """The metric the analysis judged the task on (``--task-metric``), else the one recorded with the runs, else
+    the spec's, else the task's default."""
+    judged = inputs.analysis.settings.get("metric_of", {}).get(task)
+    if judged:
+        return str(judged)
     runs = inputs.task_runs(task)
     if runs is not None and "metric" in runs.columns and runs["metric"].notna().any():
         return str(runs["metric"].dropna().iloc[0])
@@ -85,7 +89,8 @@ def answer(inputs: ReportInputs) -> str:
         "tell, which is absence of evidence, not evidence of no cost.\n:::"
     ]
     for task in settings.get("tasks", []):
-        lead = f"**{task}** ({metric_name(inputs, task)}, {settings.get('response')})."
+        response = settings.get("response_of", {}).get(task, settings.get("response"))
+        lead = f"**{task}** ({metric_name(inputs, task)}, {response})."
         if answers is None or not (answers["task"] == task).any():
             paragraphs.append(
                 f"{lead} No non-inferiority test could be run for this task (see the warnings in Model details), "
@@ -177,4 +182,7 @@ def _superiority_sentence(contrasts: pd.DataFrame | None, task: str, reference: 
             )
     if not worse:
         return f"No depth was detectably worse in the superiority contrasts ({adjust}-adjusted)."
-    return f"Detectably worse in the superiority contrasts ({adjust}-adjusted): " + "; ".join(worse) + "."
+    return (
+        f"Detectably worse in the superiority contrasts of the mixed model ({adjust}-adjusted within a size; "
+        "seeds only, so about this evaluation set): " + "; ".join(worse) + "."
+    )

@@ -101,9 +101,9 @@ def arm_section(inputs: ReportInputs, w: Any) -> str:
     tables = inputs.analysis.tables
     if "arm_contrasts" not in tables:
         return _ONE_ARM
-    response = inputs.analysis.settings["response"]
     parts = []
     for task in inputs.analysis.settings["tasks"]:
+        response = inputs.response_of(task)
         contrasts = tables["arm_contrasts"]
         contrasts = contrasts[contrasts["task"] == task]
         if contrasts.empty:

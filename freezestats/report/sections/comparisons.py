@@ -98,9 +98,9 @@ def _seeds_a_cell(inputs: ReportInputs, task: str) -> str:
 
 
 def compute_section(inputs: ReportInputs, w: Writer) -> str:
-    response = inputs.analysis.settings["response"]
     parts = []
     for task in inputs.analysis.settings["tasks"]:
+        response = inputs.response_of(task)
         head = heading(inputs, task)
         runs = inputs.task_runs(task)
         measured = (

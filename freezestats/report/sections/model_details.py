@@ -146,9 +146,9 @@ def md_escape(value: str) -> str:
 
 
 def appendix(inputs: ReportInputs, w: Writer) -> str:
-    response = inputs.analysis.settings["response"]
     parts = []
     for task in inputs.analysis.settings["tasks"]:
+        response = inputs.response_of(task)
         summary = task_table(inputs, "cell_summary", task, fit=None)
         if summary is None:
             parts.append(f"No cell summary for {task}.")

@@ -108,9 +108,9 @@ def shared_encoder_section(inputs: ReportInputs, w: Any) -> str:
     table = inputs.analysis.tables.get("shared_encoder")
     if table is None or table.empty:
         return _NONE
-    response = inputs.analysis.settings["response"]
     parts = []
     for task in sorted(table["task"].unique()):
+        response = inputs.response_of(task)
         mine = table[table["task"] == task]
         lines = [f"### {task}", "", *[f"- {s}" for s in _answer_lines(mine)]]
         runs = inputs.runs
