@@ -23,6 +23,7 @@ from freezestats.report import methods, text
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.sections.arms import arm_section
 from freezestats.report.sections.comparisons import compute_section, lee_section, reference_section
+from freezestats.report.sections.decision import decision_section
 from freezestats.report.sections.model_details import appendix, model_section, p_text
 from freezestats.report.sections.pair_encoding import pair_encoding_section
 from freezestats.report.sections.shared_encoder import shared_encoder_section
@@ -44,7 +45,7 @@ def _blog_section(inputs: ReportInputs, w: Writer) -> str:
     parts = []
     for task in inputs.analysis.settings["tasks"]:
         response = inputs.response_of(task)
-        metric = text.metric_name(inputs, task)
+        metric = inputs.metric_of(task)
         runs = inputs.task_runs(task)
         summary = task_table(inputs, "cell_summary", task, fit=None)
         head = heading(inputs, task)
@@ -63,7 +64,7 @@ def _blog_section(inputs: ReportInputs, w: Writer) -> str:
 def _emmeans_section(inputs: ReportInputs, w: Writer) -> str:
     parts = []
     for task in inputs.analysis.settings["tasks"]:
-        metric = text.metric_name(inputs, task)
+        metric = inputs.metric_of(task)
         emm = task_table(inputs, "emmeans", task)
         head = heading(inputs, task)
         if emm is None:
@@ -230,7 +231,7 @@ def _seed_spread_part(inputs: ReportInputs, w: Writer, task: str) -> str:
     if spread is None or not spread["std"].notna().any():
         return "No seed spread: every cell has fewer than two runs."
     return w.figure(
-        F.spread_figure(spread, text.metric_name(inputs, task)),
+        F.spread_figure(spread, inputs.metric_of(task)),
         f"{task}-seed-sd",
         f"{task}: standard deviation over seeds of each cell, in points, with chi-square 95% intervals.",
     )
@@ -356,6 +357,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         f"{runs_counted(settings)}, {settings['model']} model",
         "date": now.strftime("%Y-%m-%d"),
         "notes": _notes(inputs),
+        "decision": decision_section(inputs, w),
         "answer": text.answer(inputs),
         "methods": methods.methods(inputs),
         "blog_figures": _blog_section(inputs, w),

@@ -48,6 +48,25 @@ class ReportInputs:
             return str(self.runs["study"].dropna().iloc[0])
         return "unnamed study"
 
+    def metric_of(self, task: str) -> str:
+        """The metric the analysis judged the task on (``--task-metric``), else the one recorded with the runs,
+        else the spec's, else the task's default."""
+        judged = self.analysis.settings.get("metric_of", {}).get(task)
+        if judged:
+            return str(judged)
+        runs = self.task_runs(task)
+        if runs is not None and "metric" in runs.columns and runs["metric"].notna().any():
+            return str(runs["metric"].dropna().iloc[0])
+        primary = self.spec.get("primary_metric") or {}
+        if task in primary:
+            return str(primary[task])
+        try:
+            from freezestats.tasks import get_task
+
+            return get_task(task).metrics[0]
+        except Exception:  # an unknown task name in an old analysis: a neutral word is enough for a label
+            return "score"
+
     def response_of(self, task: str) -> str:
         """The response the analysis used for ``task``: its own (a task re-scored on another metric is analysed
         at its last checkpoint) or the study's."""

@@ -21,7 +21,8 @@ from freezestats.report.inputs import ReportInputs
 from freezestats.report.sections.pair_encoding import pair_encoding_methods
 from freezestats.report.sections.shared_encoder import group_methods
 from freezestats.report.tables import count_range
-from freezestats.report.text import FAILED_DEFINITION, frozen_dropout, metric_name, n_layers
+from freezestats.report.text import FAILED_DEFINITION, frozen_dropout, n_layers
+from freezestats.stats.items.task_level import POPULATIONS
 
 __all__ = ["colophon", "methods", "model_assumptions"]
 
@@ -100,7 +101,7 @@ def methods(inputs: ReportInputs) -> str:
     paragraphs = [
         _model_paragraph(inputs),
         "**Tasks.** "
-        + ", ".join(f"{t} (metric: {metric_name(inputs, t)})" for t in inputs.analysis.settings.get("tasks", []))
+        + ", ".join(f"{t} (metric: {inputs.metric_of(t)})" for t in inputs.analysis.settings.get("tasks", []))
         + ".",
         _grid_paragraph(inputs),
         *_training_paragraphs(inputs),
@@ -199,9 +200,17 @@ def _metric_paragraph(settings: dict[str, Any]) -> str:
         if response == "best_dev"
         else ""
     )
+    own = [
+        f"{task} on {metric} at its last checkpoint (`final_dev`): its runs chose their best checkpoints on "
+        f"{settings.get('selected_on', {}).get(task, 'another metric')}, so it was scored again from their stored "
+        "predictions"
+        for task, metric in settings.get("metric_of", {}).items()
+        if settings.get("response_of", {}).get(task) == "final_dev"
+    ]
     return (
-        f"**Analysed metric.** `{response}`: {settings.get('response_note', '')}.{caveat} Model: "
-        f"`{settings.get('model')}`; reference level {frozen_label(int(settings.get('reference', 0)))}; "
+        f"**Analysed metric.** `{response}`: {settings.get('response_note', '')}.{caveat}"
+        + (f" Judged on its own metric: {'; '.join(own)}." if own else "")
+        + f" Model: `{settings.get('model')}`; reference level {frozen_label(int(settings.get('reference', 0)))}; "
         f"superiority contrasts adjusted by `{settings.get('adjust')}` within each train size"
         + (f"; equivalence margin ±{settings['margin']}" if settings.get("margin") else "")
         + "."
@@ -209,23 +218,40 @@ def _metric_paragraph(settings: dict[str, Any]) -> str:
 
 
 def _answer_paragraph(settings: dict[str, Any]) -> str | None:
-    """How the answer was tested (margins, sequence, family); None when the analysis gave no margins."""
+    """How the answer was tested (margins, population, procedure and family, from the settings the analysis
+    recorded); None when the analysis gave no margins."""
     margins = settings.get("margins") or {}
     if not margins:
         return None
+    shown = ", ".join(f"{task} {value:g}" for task, value in margins.items())
+    head = (
+        f"**The answer.** Non-inferiority against the reference with margin {shown} (default: 0.01 for accuracy "
+        "and F1, 0.02 for MCC and correlations). "
+    )
+    if settings.get("uncertainty") == "task":
+        procedures = set((settings.get("answer_procedure") or {}).values())
+        populations = settings.get("answer_population") or {}
+        about = "; ".join(f"{task}: {POPULATIONS[p]}" for task, p in populations.items())
+        return head + (
+            "Each depth is compared with the reference on its own runs, paired by seed (and by evaluation item "
+            "where per-item predictions are stored: the contrast's variance is the per-seed differences' plus the "
+            "items' part, Satterthwaite df), so no variance is borrowed from other depths. The intervals speak of "
+            f"{about}. The family is the task, every train size and depth at once, familywise error 5%: "
+            f"{'; '.join(sorted(p for p in procedures if p))}. A size at which the reference is not shown to beat "
+            "the majority baseline (one test per size, Bonferroni over sizes) gets no cost statement. Lee et al.'s "
+            "90% criterion is tested as μₖ − 0.9·μ₀ ≥ 0 in fixed sequence on the model's contrasts."
+        )
     family = (
         "all train sizes together (Bonferroni, α/number of sizes)"
         if settings.get("adjust_across") == "sizes"
         else "each train size separately"
     )
-    shown = ", ".join(f"{task} {value:g}" for task, value in margins.items())
-    return (
-        f"**The answer.** Non-inferiority against the reference with margin {shown} (default: 0.01 for "
-        "accuracy and F1, 0.02 for MCC and correlations), one-sided 95% lower bounds from the model above, "
-        "tested in a fixed sequence from shallow to deep freezing and stopped at the first depth that fails "
-        f"(Hsu & Berger 1999; no further adjustment); the family is {family}. A size at which the reference "
-        "is not shown to beat the majority baseline gets no cost statement. Lee et al.'s 90% criterion is "
-        "tested the same way, as μₖ − 0.9·μ₀ ≥ 0."
+    return head + (
+        "One-sided 95% lower bounds from the model above (seeds only: they speak of "
+        f"{POPULATIONS['evaluation_set']}), tested in a fixed sequence from shallow to deep freezing and stopped "
+        f"at the first depth that fails (Hsu & Berger 1999; no further adjustment); the family is {family}. A size "
+        "at which the reference is not shown to beat the majority baseline gets no cost statement. Lee et al.'s "
+        "90% criterion is tested the same way, as μₖ − 0.9·μ₀ ≥ 0."
     )
 
 

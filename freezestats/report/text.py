@@ -13,34 +13,15 @@ import pandas as pd
 from freezestats.analysis.result import SECOND_MODE
 from freezestats.report.figures import frozen_label, frozen_order
 from freezestats.report.inputs import ReportInputs
+from freezestats.report.sections.decision import answer_sentences
 from freezestats.stats.items.task_level import POPULATIONS
 
-__all__ = ["FAILED_DEFINITION", "answer", "frozen_dropout", "metric_name", "n_layers"]
+__all__ = ["FAILED_DEFINITION", "answer", "frozen_dropout", "n_layers"]
 
 FAILED_DEFINITION = (
     "a run counts as *failed* (collapsed) when its final predictions are all one class (or constant, for "
     "regression) or its final metric is at or below the majority-class baseline"
 )
-
-
-def metric_name(inputs: ReportInputs, task: str) -> str:
-    """The metric the analysis judged the task on (``--task-metric``), else the one recorded with the runs, else
-    the spec's, else the task's default."""
-    judged = inputs.analysis.settings.get("metric_of", {}).get(task)
-    if judged:
-        return str(judged)
-    runs = inputs.task_runs(task)
-    if runs is not None and "metric" in runs.columns and runs["metric"].notna().any():
-        return str(runs["metric"].dropna().iloc[0])
-    primary = inputs.spec.get("primary_metric") or {}
-    if task in primary:
-        return str(primary[task])
-    try:
-        from freezestats.tasks import get_task
-
-        return get_task(task).metrics[0]
-    except Exception:  # an unknown task name in an old analysis: a neutral word is enough for a label
-        return "score"
 
 
 def n_layers(inputs: ReportInputs, task: str | None = None) -> int | None:
@@ -90,21 +71,19 @@ def answer(inputs: ReportInputs) -> str:
     ]
     for task in settings.get("tasks", []):
         response = settings.get("response_of", {}).get(task, settings.get("response"))
-        lead = f"**{task}** ({metric_name(inputs, task)}, {response})."
+        lead = f"**{task}** ({inputs.metric_of(task)}, {response})."
         if answers is None or not (answers["task"] == task).any():
             paragraphs.append(
                 f"{lead} No non-inferiority test could be run for this task (see the warnings in Model details), "
                 "so the question is answered by the cell means in the figures only."
             )
             continue
-        statements = [str(s) for s in answers.loc[answers["task"] == task, "statement"]]
-        sentences = [s[0].upper() + s[1:] for s in statements]
+        sentences = answer_sentences(inputs, task)
         margin = settings.get("margins", {}).get(task)
         extra = _superiority_sentence(contrasts, task, reference, settings.get("adjust", "holm"))
         paragraphs.append(
             f"{lead} {population_sentence(settings, task)} "
-            + ". ".join(sentences)
-            + "."
+            + " ".join(sentences)
             + (f" {extra}" if extra else "")
             + f" (Margin {margin:g}; {procedure_phrase(settings, task, family)}"
             + (_TWO_PART_NOTE if settings.get("answer_from", {}).get(task) == "two_part" else "")

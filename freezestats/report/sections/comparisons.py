@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from freezestats.report import figures as F
-from freezestats.report import text
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.tables import count_range, fmt_num, present, sorted_cells
 
@@ -115,7 +114,7 @@ def compute_section(inputs: ReportInputs, w: Writer) -> str:
                 "trainable parameters (e.g. a simulated table)."
             )
             continue
-        metric = text.metric_name(inputs, task)
+        metric = inputs.metric_of(task)
         by_level = runs.groupby("frozen_layers").agg(
             runs=("wall_seconds", "size"),
             wall=("wall_seconds", "median"),
@@ -167,7 +166,7 @@ def reference_section(inputs: ReportInputs, w: Writer) -> str:
                 reason = "the published figures do not cover this task's cells"
             parts.append(head + f"No comparison with the published figures for {task}: {reason}.")
             continue
-        metric = text.metric_name(inputs, task)
+        metric = inputs.metric_of(task)
         both = sorted_cells(part[part["in_reference"]])
         notes = sorted({str(n) for n in both["note"].dropna() if str(n)})
         body = [

@@ -11,7 +11,7 @@ import pandas as pd
 
 from freezestats.analysis.summary import fmt_p
 from freezestats.report import figures as F
-from freezestats.report import methods, text
+from freezestats.report import methods
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.tables import blog_table, fmt_num, present, sorted_cells
 
@@ -157,7 +157,7 @@ def appendix(inputs: ReportInputs, w: Writer) -> str:
             w.table(
                 blog_table(summary),
                 f"{task}-appendix",
-                f"{task}: {text.metric_name(inputs, task)} ({response}) per cell in the blog's format; bold: the best "
+                f"{task}: {inputs.metric_of(task)} ({response}) per cell in the blog's format; bold: the best "
                 "value of each column within a train size (highest, lowest for std).",
             )
         )

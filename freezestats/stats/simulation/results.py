@@ -181,7 +181,7 @@ def simulate_results(
         ``n_eval_heldout``, the score half), rounded from ``best_dev`` and ``heldout``.
         ``order_seed`` is ``1..order_seeds`` when crossed, else equal to ``seed``.
         Constants: ``study='simulated'``, ``state='complete'``, ``role='grid'``, ``model='simulated'``,
-        ``strategy='freeze'``, ``metric='accuracy'``, ``n_layers=max(frozen_levels)``, ``lr_search='none'``,
+        ``freezing='freeze'``, ``metric='accuracy'``, ``n_layers=max(frozen_levels)``, ``lr_search='none'``,
         ``device='simulated'``, ``trial`` numbers runs from 0. Columns the simulation has no model for
         (``learning_rate``, steps, parameter counts, timings, artifacts) are missing values.
 
@@ -341,7 +341,7 @@ def _as_results_table(frames: list[pd.DataFrame], not_crossed: bool, frozen_leve
         state="complete",
         role="grid",
         model="simulated",
-        strategy="freeze",
+        freezing="freeze",
         n_layers=max(max(frozen_levels), 0),
         lr_search="none",
         metric="accuracy",
