@@ -135,6 +135,10 @@ def _pandoc_typst_pdf(qmd: Path, pandoc: str) -> None:
     command += ["--lua-filter", "crossref.lua", "--output", typ.name]
     if settings.get("toc"):
         command += ["--toc", f"--toc-depth={int(settings.get('toc-depth', 3))}"]
+    # Typst keeps a figure (a captioned table included) in one piece, so a table that does not fit below the
+    # text before it moves to the next page and leaves this one near-empty (the decision table below the table
+    # of contents did); breakable figures flow across the page instead.
+    command += ["--variable", "header-includes=#show figure: set block(breakable: true)"]
     page = {k: settings[k] for k in ("papersize", "fontsize", "page-numbering", "margin") if k in settings}
     meta = qmd.parent / ".typst-settings.yml"
     meta.write_text(yaml.safe_dump(page))  # a metadata file: `margin` is a map, which --variable cannot pass

@@ -63,8 +63,9 @@ def markdown(frame: pd.DataFrame, caption: str | None = None, label: str | None 
 
     rows = ["| " + " | ".join(_escape(v) for v in row) + " |" for row in frame.astype(str).itertuples(index=False)]
     # Wide pipe tables take their relative column widths from the dashes of this rule (pandoc and Quarto
-    # alike), so each column gets dashes in proportion to its longest entry: long model terms do not overlap.
-    widths = [max([len(str(c)), *(len(str(v)) for v in frame[c])]) for c in frame.columns]
+    # alike), so each column gets dashes in proportion to its longest entry: long model terms do not overlap. A
+    # floor of 6 keeps a short column ("n", "task") from being squeezed under its cell padding in a wide table.
+    widths = [max([6, len(str(c)), *(len(str(v)) for v in frame[c])]) for c in frame.columns]
     rule = (
         "|"
         + "|".join(

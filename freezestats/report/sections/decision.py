@@ -20,7 +20,9 @@ from freezestats.stats.inference.sequence import order_by_depth
 __all__ = ["answer_sentences", "decision_section", "decision_table"]
 
 #: The population column's words: what the interval lets vary.
-_POPULATION_SHORT = {"task": "the task (new seeds, new items)", "evaluation_set": "this evaluation set (new seeds)"}
+_POPULATION_SHORT = {"task": "the task", "evaluation_set": "this eval. set"}
+#: The checkpoint each response scores, in a word.
+_CHECKPOINT = {"heldout": "held-out", "final_dev": "last", "best_dev": "best on dev"}
 
 
 def decision_table(inputs: ReportInputs) -> pd.DataFrame:
@@ -34,7 +36,7 @@ def decision_table(inputs: ReportInputs) -> pd.DataFrame:
     for task in settings.get("tasks", []):
         population = settings.get("answer_population", {}).get(task, "evaluation_set")
         margin = float(settings.get("margins", {}).get(task, float("nan")))
-        on = f"{inputs.metric_of(task)}, {inputs.response_of(task)}"
+        on = f"{inputs.metric_of(task)} ({_CHECKPOINT.get(inputs.response_of(task), inputs.response_of(task))})"
         for row in answers[answers["task"] == task].sort_values("train_size").itertuples():
             mine = order_by_depth(tests[(tests["task"] == task) & (tests["train_size"] == row.train_size)])
             decision, bound = _decision(row, mine)
@@ -52,7 +54,10 @@ def decision_section(inputs: ReportInputs, w: Any) -> str:
     caption = (
         "The decision: per task and train size, the deepest freeze shown non-inferior to full fine-tuning "
         "(every shallower one shown too), the one-sided bound of its difference (points of the metric) "
-        "against the margin, the metric and checkpoint it is scored on, and what its interval speaks of."
+        "against the margin, the metric and the checkpoint it is scored at (held-out: best on one half of the "
+        "validation set, scored on the other; last: the final checkpoint), and what its interval speaks of: "
+        "the task (new seeds and new evaluation items) or this evaluation set (new seeds, the same items). "
+        "¹ Full fine-tuning was not shown to beat the majority baseline there."
     )
     parts = [w.table(table, "decision", caption)]
     for task in inputs.analysis.settings.get("tasks", []):
@@ -93,7 +98,7 @@ def answer_sentences(inputs: ReportInputs, task: str, known: bool = True) -> lis
         out.append(
             f"At n = {_sizes([n for n, _, _ in none_shown])} no freeze was shown non-inferior within "
             f"{_pts(margin).lstrip('+')} points: the shallowest freeze's bound is {bounds}, below the margin "
-            f"{_pts(-margin)}; more seeds would tell, not shown is not shown inferior."
+            f"{_pts(-margin)}: the study cannot tell yet, and not shown is not shown inferior."
         )
     if known:
         for depth, sizes in sorted(shown.items()):
@@ -103,7 +108,7 @@ def answer_sentences(inputs: ReportInputs, task: str, known: bool = True) -> lis
 
 def _decision(row: Any, tests: pd.DataFrame) -> tuple[str, str]:
     if not bool(row.beats_baseline):
-        return "no cost stated (reference not above baseline)", "–"
+        return "none stated¹", "–"
     if row.deepest_noninferior is None:
         return "none shown", _pts(float(tests["lower"].iloc[0])) if not tests.empty else "–"
     depth = int(row.deepest_noninferior)
