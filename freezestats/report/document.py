@@ -21,6 +21,7 @@ from freezestats.analysis.summary import runs_counted
 from freezestats.report import figures as F
 from freezestats.report import methods, text
 from freezestats.report.inputs import ReportInputs
+from freezestats.report.sections.answer_tests import item_uncertainty_table
 from freezestats.report.sections.arms import arm_section
 from freezestats.report.sections.comparisons import compute_section, lee_section, reference_section
 from freezestats.report.sections.decision import decision_section
@@ -176,39 +177,9 @@ def _contrasts_section(inputs: ReportInputs, w: Writer) -> str:
             body.append(
                 "No equivalence margin was given to the analysis (`--margin`), so no equivalence (TOST) test was run."
             )
-        body.append(_item_uncertainty_table(inputs, w, task))
+        body.append(item_uncertainty_table(inputs, w, task))
         parts.append(head + "\n\n".join(body))
     return "\n\n".join(parts)
-
-
-def _item_uncertainty_table(inputs: ReportInputs, w: Writer, task: str) -> str:
-    """The non-inferiority bounds with and without the validation items' sampling variance, side by side."""
-    table = task_table(inputs, "noninferiority_items", task, fit=None)
-    if table is None:
-        return (
-            "No per-item predictions were analysed, so every interval here is about these validation items (seeds "
-            "only); item uncertainty needs `--predictions` or the study database."
-        )
-    return w.table(
-        present(
-            sorted_cells(table),
-            {
-                "train_size": "train size",
-                "frozen_layers": "frozen",
-                "estimate": "difference",
-                "lower_seed": "lower (seeds)",
-                "noninferior_seed": "non-inferior (seeds)",
-                "se_item": "SE items",
-                "item_share": "item share of variance",
-                "lower": "lower (seeds + items)",
-                "noninferior": "non-inferior (seeds + items)",
-            },
-        ),
-        f"{task}-noninferiority-items",
-        f"{task}: one-sided lower bounds of the non-inferiority sequence, seed-only (about these validation items: "
-        "the answer uses them) and with the items' sampling variance added (about the task's items), from the "
-        "per-item predictions by a two-way seed × item decomposition.",
-    )
 
 
 def _variance_section(inputs: ReportInputs, w: Writer) -> str:
