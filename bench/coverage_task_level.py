@@ -7,9 +7,9 @@
 Each study is one simulated SST-2 grid from ``freezestats.stats.simulation.realistic.blog_shaped``: the blog
 example's cell means, depths -1/0/1/2/4/5/6 x 50..1000 examples, 872 evaluation items drawn anew from a
 20,000-item population (436 scored by ``heldout``), depths that disagree item by item, run SDs that differ by
-depth, a seed correlation with the reference from 0.99 to -0.3, and collapsed runs (30% at 50 examples, 2% at
-1000, more at deeper depths). None of that is the mixed model's assumption, so this measures the intervals
-where the old model-based bench (bench/coverage.py) could not.
+depth, a seed correlation with the reference from 0.99 to -0.3, runs that lean towards one class, and collapsed
+runs (30% at 50 examples, 2% at 1000, more at deeper depths). None of that is the mixed model's assumption,
+so this measures the intervals where the old model-based bench (bench/coverage.py) could not.
 
 For every (train size, depth) it prints the two-sided 95% per-comparison coverage of
 

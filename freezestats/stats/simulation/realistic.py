@@ -3,7 +3,8 @@ r"""Simulated fine-tuning studies that behave like real runs, not like the model
 The older simulators (:mod:`~freezestats.stats.simulation.results`, :mod:`~freezestats.stats.simulation.items`)
 draw from the additive model the mixed-model analysis assumed: one seed shift shared by every depth, one run
 SD per size, no collapsed runs. Data drawn from a model cannot show where that model misfits. Real runs
-(``examples/blog2020-minilm``, SST-2) differ from it in four ways, and this simulator has all four:
+(``examples/blog2020-minilm``, SST-2, its stored predictions included) differ from it in four ways, and this
+simulator has all four:
 
 * **a finite evaluation set**: each study scores its runs on 872 items drawn from a task's item population
   (20,000 items with a latent difficulty and a label, majority share about 0.51), half of them the ``score``
@@ -16,16 +17,20 @@ SD per size, no collapsed runs. Data drawn from a model cannot show where that m
   (:math:`\rho = 0.99`) and a deep one may move against it (:math:`\rho = -0.3`); deeper depths are steadier;
 * **collapsed runs**: with probability :math:`c_{kn}`, highest at small train sizes and deep depths, a run
   predicts the majority class on every item;
-* a healthy run answers item :math:`i` right when :math:`\theta_{kns} - b_i + \gamma_{ki} + e_{ri} > 0`, with
-  run-by-item noise :math:`e \sim N(0, \sigma_e^2)` (probit).
+* **runs that lean towards a class**: a healthy run answers item :math:`i` (label :math:`y_i`) right when
+  :math:`\theta_{kns} - b_i + \gamma_{ki} + \beta_{ks}(2y_i - 1) + e_{ri} > 0` (probit), with a class lean
+  :math:`\beta_{ks} \sim N(0, \tau^2)` correlated across depths like the skill, and run-by-item noise
+  :math:`e \sim N(0, \sigma_e^2)`. The lean moves a run's accuracy on each class by several points and its
+  accuracy by little, as in the example.
 
-The truths are computed over the whole item population, not from the drawn items: by
-:math:`E_z\,\Phi((\mu + \sigma z - a)/\sigma_e) = \Phi((\mu - a)/\sqrt{\sigma_e^2 + \sigma^2})` the expected
-accuracy of a healthy run of depth :math:`k` is the population mean of
-:math:`\Phi((\mu_{kn} - b_i + \gamma_{ki}) / \sqrt{\sigma_e^2 + \sigma_{kn}^2})`, exactly, and a cell's expected
-accuracy is :math:`(1 - c_{kn})` times it plus :math:`c_{kn}` times the population's majority share.
-``truth_task`` is that difference to the reference (new seeds *and* new items); ``truth_items`` is the same
-expectation over seeds on the study's drawn score items (what a seed-only interval speaks of).
+The truths are computed over the whole item population, not from the drawn items: the skill, the lean and
+the noise are independent normals, so by :math:`E\,\Phi((\mu + s Z - a)/\sigma) = \Phi((\mu - a)/\sqrt{\sigma^2
++ s^2})` the expected accuracy of a healthy run of depth :math:`k` is the population mean of
+:math:`\Phi((\mu_{kn} - b_i + \gamma_{ki}) / \sqrt{\sigma_e^2 + \tau^2 + \sigma_{kn}^2})`, exactly, and a
+cell's expected accuracy is :math:`(1 - c_{kn})` times it plus :math:`c_{kn}` times the population's
+majority share. ``truth_task`` is that difference to the reference (new seeds *and* new items);
+``truth_items`` is the same expectation over seeds on the study's drawn score items (what a seed-only
+interval speaks of).
 """
 
 from __future__ import annotations
@@ -53,8 +58,15 @@ class Scenario:
     scales it per depth. ``rho[k]`` is depth ``k``'s seed correlation with the reference, ``collapse[n]`` the
     reference's collapse probability and ``depth_collapse[k]`` its factor per depth, ``item_sd[k]`` the SD of
     the items' depth deviations :math:`\\gamma_{ki}` (0 for the reference) on the scale where the items'
-    difficulty has SD 1, and ``noise_sd`` the run-by-item noise :math:`\\sigma_e`.
+    difficulty has SD 1, ``noise_sd`` the run-by-item noise :math:`\\sigma_e`, and ``class_bias_sd`` the SD of
+    a run's lean towards one class (:math:`\\beta_{ks}`, correlated across depths within a seed like the skill):
+    it moves the run's accuracy on each class a lot and its accuracy little.
     """
+
+    @property
+    def item_scale(self) -> float:
+        """The SD of what moves one item's answer between runs of the same skill (noise and class lean)."""
+        return float(np.hypot(self.noise_sd, self.class_bias_sd))
 
     train_sizes: tuple[int, ...]
     depths: tuple[int, ...]
@@ -66,6 +78,7 @@ class Scenario:
     depth_collapse: Mapping[int, float]
     item_sd: Mapping[int, float]
     noise_sd: float = 0.3
+    class_bias_sd: float = 0.0
     seeds: int = 5
     n_items: int = 872
     population: int = 20_000
@@ -94,18 +107,22 @@ _BLOG_DEPTHS = (-1, 0, 1, 2, 4, 5, 6)
 def blog_shaped() -> Scenario:
     """The MiniLM SST-2 grid of the blog example: sizes 50..1000, depths -1, 0, 1, 2, 4, 5, 6, 5 seeds.
 
-    Cell means are the example's (collapse included). The reference's healthy run SD falls 15-fold from 50 to
-    1000 examples (0.030 to 0.002; the blog appendix's SST-2 SDs fall 16-fold, 0.071 to 0.0044); with the
-    run-by-item noise on 436 score items a healthy cell's ``heldout`` SD within a study is then about 0.03 at
-    50 and 0.01 at 1000 (the example's cells: 0.016 and 0.007, 5 seeds each). Deeper depths are steadier (x1
-    to x0.4), their seed correlation with the reference falls from 0.99 (-1) to -0.3 (6), and collapse falls
-    from 0.30 (50) to 0.02 (1000) for the reference, up to 2.2 times that at depth 6: an assumption that
-    stresses the intervals more than the example does (it has collapsed runs at 50-200 examples, none in the
-    70 runs at 500 and 1000), and makes a cell with a collapse far wider (SD 0.03-0.07). ``noise_sd = 0.3``
-    gives the example's within-cell item spread (mean :math:`p(1-p)` over the score items about 0.05;
-    the example's 0.03-0.07); ``item_sd`` grows with depth so that the five runs' per-item means of depth -1
-    track the reference's closely (r about 0.9; the example's 0.94-0.99) and those of depth 4 less (r about
-    0.78; the example's 0.71-0.80 from 200 examples on).
+    Cell means are the example's (collapse included). The reference's healthy run SD on the item population
+    falls 15-fold from 50 to 1000 examples (0.030 to 0.002; the blog appendix's SST-2 SDs fall 16-fold, 0.071
+    to 0.0044). Deeper depths are steadier (x1 to x0.4), their seed correlation with the reference falls from
+    0.99 (-1) to -0.3 (6), and collapse falls from 0.30 (50) to 0.02 (1000) for the reference, up to 2.2
+    times that at depth 6: an assumption that stresses the intervals more than the example does (it has
+    collapsed runs at 50-200 examples, none in the 70 runs at 500 and 1000), and makes a cell with a collapse
+    far wider (SD 0.03-0.07).
+
+    ``noise_sd = 0.12`` and ``class_bias_sd = 0.18`` match the example's item-level spread, measured on its
+    stored predictions (``predictions.parquet``) and on 30 simulated studies: a healthy cell's ``heldout`` SD
+    at 1000 examples 0.008-0.011 (the example's 0.005-0.010), per-seed differences to the reference 0.008-0.013
+    (0.004-0.012), the share of class-1 predictions 0.035-0.065 (0.011-0.064: runs lean towards one class), and
+    the items' mean :math:`p(1-p)` over seeds 0.027-0.045 (0.026-0.049). ``item_sd`` grows with depth so that
+    the five runs' per-item means of depth -1 track the reference's closely (r 0.95-0.97; the example's
+    0.94-0.99), those of depth 2 less (0.84-0.90; 0.87-0.90) and those of depth 4 less again (0.79-0.82;
+    0.71-0.80), from 200 examples on.
     """
     return Scenario(
         train_sizes=tuple(_BLOG_ACCURACY),
@@ -117,6 +134,8 @@ def blog_shaped() -> Scenario:
         collapse={50: 0.30, 100: 0.12, 200: 0.06, 500: 0.03, 1000: 0.02},
         depth_collapse=dict(zip(_BLOG_DEPTHS, (1.0, 1.0, 1.1, 1.2, 1.5, 1.8, 2.2), strict=True)),
         item_sd=dict(zip(_BLOG_DEPTHS, (0.05, 0.0, 0.15, 0.25, 0.4, 0.5, 0.7), strict=True)),
+        noise_sd=0.12,
+        class_bias_sd=0.18,
     )
 
 
@@ -180,8 +199,8 @@ def realistic_task(scenario: Scenario) -> RealisticTask:
             c = scenario.collapse_rate(n, k)
             healthy = (scenario.accuracy[(n, k)] - c * majority) / (1 - c)
             sd = scenario.run_sd[n] * scenario.depth_sd[k]
-            mu[(n, k)], sigma[(n, k)] = _solve_skill(offset[j], healthy, sd, scenario.noise_sd, (n, k))
-            expected = _healthy_accuracy(mu[(n, k)], sigma[(n, k)], offset[j], scenario.noise_sd).mean()
+            mu[(n, k)], sigma[(n, k)] = _solve_skill(offset[j], healthy, sd, scenario.item_scale, (n, k))
+            expected = _healthy_accuracy(mu[(n, k)], sigma[(n, k)], offset[j], scenario.item_scale).mean()
             accuracy[(n, k)] = float((1 - c) * expected + c * majority)
     ref = scenario.reference
     truth = {(n, k): accuracy[(n, k)] - accuracy[(n, ref)] for n, k in accuracy if k != ref}
@@ -217,12 +236,13 @@ def _check(scenario: Scenario) -> None:
         )
 
 
-def _healthy_accuracy(mu: float, sigma: float, offset: np.ndarray, noise_sd: float) -> np.ndarray:
-    """Each item's probability that a healthy run of skill N(mu, sigma^2) answers it right (exact, probit)."""
-    return special.ndtr((mu - offset) / np.hypot(noise_sd, sigma))
+def _healthy_accuracy(mu: float, sigma: float, offset: np.ndarray, scale: float) -> np.ndarray:
+    """Each item's probability that a healthy run of skill N(mu, sigma^2) answers it right (exact, probit: the
+    skill, the class lean and the noise are independent normals, so their sum has SD hypot(sigma, scale))."""
+    return special.ndtr((mu - offset) / np.hypot(scale, sigma))
 
 
-def _solve_skill(offset: np.ndarray, healthy: float, sd: float, noise_sd: float, cell: Cell) -> tuple[float, float]:
+def _solve_skill(offset: np.ndarray, healthy: float, sd: float, scale: float, cell: Cell) -> tuple[float, float]:
     """The healthy skill's mean and SD of one cell: its expected accuracy over the population is ``healthy`` and
     its run SD, to first order, ``sd``. The two depend on each other (the SD widens the probit), so the mean
     is solved again after each SD update; after four rounds neither moves by 1e-12 in the blog preset."""
@@ -233,17 +253,17 @@ def _solve_skill(offset: np.ndarray, healthy: float, sd: float, noise_sd: float,
         )
     sigma = 0.0
     for _ in range(4):
-        mu = _solve_mean(offset, healthy, sigma, noise_sd)
-        slope = float(np.mean(np.exp(-0.5 * ((mu - offset) / noise_sd) ** 2)) / (noise_sd * np.sqrt(2 * np.pi)))
+        mu = _solve_mean(offset, healthy, sigma, scale)
+        slope = float(np.mean(np.exp(-0.5 * ((mu - offset) / scale) ** 2)) / (scale * np.sqrt(2 * np.pi)))
         sigma = sd / slope
-    mu = _solve_mean(offset, healthy, sigma, noise_sd)
+    mu = _solve_mean(offset, healthy, sigma, scale)
     return float(mu), float(sigma)
 
 
-def _solve_mean(offset: np.ndarray, healthy: float, sigma: float, noise_sd: float) -> float:
+def _solve_mean(offset: np.ndarray, healthy: float, sigma: float, scale: float) -> float:
     """The skill mean whose expected accuracy over the population is ``healthy`` (it rises with the mean)."""
     return float(
-        optimize.brentq(lambda m: _healthy_accuracy(m, sigma, offset, noise_sd).mean() - healthy, -12, 12, xtol=1e-12)
+        optimize.brentq(lambda m: _healthy_accuracy(m, sigma, offset, scale).mean() - healthy, -12, 12, xtol=1e-12)
     )
 
 
@@ -261,6 +281,12 @@ def simulate_realistic(
         items' majority share); ``items``: every run's prediction of every drawn item (``idx`` 0..n_items-1,
         ``half`` score/select; the three checkpoints predict alike; ``None`` with ``items=False``, for studies too
         large for a row per run and item); ``truth_task`` and ``truth_items``.
+
+    Examples
+    --------
+    >>> study = simulate_realistic(blog_shaped(), rng=0)
+    >>> len(study.results), len(study.items), round(study.truth_task[(1000, 4)], 4)
+    (175, 152600, -0.0248)
     """
     task = realistic_task(task) if isinstance(task, Scenario) else task
     scenario, gen = task.scenario, np.random.default_rng(rng)
@@ -284,23 +310,30 @@ def _size_runs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every run of one train size on the drawn items: correctness (depths x seeds, items) and collapse flags.
 
-    One standard normal per seed is the reference's, and each depth's is correlated with it by ``rho``; a new
-    size draws new seeds (its subset differs, so its runs share nothing with the other sizes' beyond the seed
-    number)."""
+    The skill and the class lean of a seed are each one standard normal for the reference, and each depth's is
+    correlated with it by ``rho``; a new size draws new seeds (its subset differs, so its runs share nothing
+    with the other sizes' beyond the seed number)."""
     scenario = task.scenario
     depths, seeds = scenario.depths, scenario.seeds
     rho = np.array([scenario.rho[k] for k in depths])[:, None]
-    z = rho * gen.standard_normal(seeds)[None, :] + np.sqrt(1 - rho**2) * gen.standard_normal((len(depths), seeds))
+    z, lean = (_correlated(rho, seeds, gen) for _ in range(2))
     mu = np.array([task.mu[(size, k)] for k in depths])[:, None]
     sigma = np.array([task.sigma[(size, k)] for k in depths])[:, None]
     skill = mu + sigma * z  # (depths, seeds)
+    side = 2.0 * (task.labels[drawn] == 1) - 1.0  # a lean towards class 1 helps its items and hurts class 0's
     noise = scenario.noise_sd * gen.standard_normal((len(depths), seeds, len(drawn)))
-    healthy = skill[:, :, None] - task.offset[:, drawn][:, None, :] + noise > 0
+    latent = skill[:, :, None] + scenario.class_bias_sd * lean[:, :, None] * side[None, None, :]
+    healthy = latent - task.offset[:, drawn][:, None, :] + noise > 0
     rate = np.array([scenario.collapse_rate(size, k) for k in depths])[:, None]
     failed = gen.random((len(depths), seeds)) < rate
     majority_right = (task.labels[drawn] == task.majority_class)[None, None, :]
     correct = np.where(failed[:, :, None], majority_right, healthy)
     return correct.reshape(len(depths) * seeds, len(drawn)), failed.reshape(-1)
+
+
+def _correlated(rho: np.ndarray, seeds: int, gen: np.random.Generator) -> np.ndarray:
+    """Standard normals (depths x seeds) whose depth j correlates ``rho[j]`` with the reference, seed by seed."""
+    return rho * gen.standard_normal(seeds)[None, :] + np.sqrt(1 - rho**2) * gen.standard_normal((len(rho), seeds))
 
 
 def _run_keys(scenario: Scenario) -> dict[str, np.ndarray]:
@@ -357,7 +390,9 @@ def _truth_on_items(task: RealisticTask, scored: np.ndarray) -> dict[Cell, float
     for n in scenario.train_sizes:
         for j, k in enumerate(scenario.depths):
             c = scenario.collapse_rate(n, k)
-            healthy = _healthy_accuracy(task.mu[(n, k)], task.sigma[(n, k)], task.offset[j, scored], scenario.noise_sd)
+            healthy = _healthy_accuracy(
+                task.mu[(n, k)], task.sigma[(n, k)], task.offset[j, scored], scenario.item_scale
+            )
             expected[(n, k)] = (1 - c) * float(healthy.mean()) + c * majority
     ref = scenario.reference
     return {(n, k): v - expected[(n, ref)] for (n, k), v in expected.items() if k != ref}
