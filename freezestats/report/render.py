@@ -137,8 +137,9 @@ def _pandoc_typst_pdf(qmd: Path, pandoc: str) -> None:
         command += ["--toc", f"--toc-depth={int(settings.get('toc-depth', 3))}"]
     # Typst keeps a figure (a captioned table included) in one piece, so a table that does not fit below the
     # text before it moves to the next page and leaves this one near-empty (the decision table below the table
-    # of contents did); breakable figures flow across the page instead.
-    command += ["--variable", "header-includes=#show figure: set block(breakable: true)"]
+    # of contents did); tables may flow across the page instead. Images stay whole: a breakable image figure
+    # puts its caption on the next page.
+    command += ["--variable", "header-includes=#show figure.where(kind: table): set block(breakable: true)"]
     page = {k: settings[k] for k in ("papersize", "fontsize", "page-numbering", "margin") if k in settings}
     meta = qmd.parent / ".typst-settings.yml"
     meta.write_text(yaml.safe_dump(page))  # a metadata file: `margin` is a map, which --variable cannot pass
