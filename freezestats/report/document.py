@@ -13,7 +13,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -305,6 +305,13 @@ def _notes(inputs: ReportInputs) -> str:
     return "::: {.callout-note}\n" + "\n\n".join(inputs.notes) + "\n:::"
 
 
+def _responses(settings: dict[str, Any]) -> str:
+    """The analysed response, and a task's own where it differs (a task judged on another metric: its last
+    checkpoint), e.g. ``heldout (cola: final_dev)``."""
+    own = {t: r for t, r in (settings.get("response_of") or {}).items() if r != settings["response"]}
+    return settings["response"] + (f" ({', '.join(f'{t}: {r}' for t, r in own.items())})" if own else "")
+
+
 def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callable[[str], None] | None = None) -> Path:
     """Write ``report.qmd`` and its figures, tables and template files into ``out``; returns the .qmd path."""
     out.mkdir(parents=True, exist_ok=True)
@@ -324,7 +331,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         model = str(inputs.runs["model"].dropna().iloc[0])
     values = {
         "title": f"How many layers to freeze? Study {inputs.study_name}",
-        "subtitle": f"{model or 'unknown model'} on {', '.join(settings['tasks'])}: {settings['response']}, "
+        "subtitle": f"{model or 'unknown model'} on {', '.join(settings['tasks'])}: {_responses(settings)}, "
         f"{runs_counted(settings)}, {settings['model']} model",
         "date": now.strftime("%Y-%m-%d"),
         "notes": _notes(inputs),
