@@ -49,3 +49,13 @@ def test_the_decision_table_has_a_row_per_task_and_size_with_metric_and_populati
     sst2 = table[table["task"] == "sst2"]
     assert (sst2["metric (checkpoint)"] == "accuracy (held-out)").all()
     assert (table["speaks of"] == "the task").all()
+
+
+def test_the_checkpoint_table_shows_where_each_cells_checkpoints_fell(blog_inputs: ReportInputs) -> None:
+    from freezestats.report.sections.checkpoints import checkpoint_table
+
+    runs = blog_inputs.task_runs("cola")
+    table = checkpoint_table(runs, "best_step").set_index("n")
+    cell = runs[(runs["train_size"] == 100) & (runs["frozen_layers"] == 0)]["best_step"]
+    assert table.loc["100", "0"] == f"{int(cell.median())} [{cell.min()}–{cell.max()}]"
+    assert list(table.columns[:2]) == ["0", "emb."] and len(table) == 5

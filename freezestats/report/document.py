@@ -23,6 +23,7 @@ from freezestats.report import methods, text
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.sections.answer_tests import item_uncertainty_table
 from freezestats.report.sections.arms import arm_section
+from freezestats.report.sections.checkpoints import checkpoint_section
 from freezestats.report.sections.comparisons import compute_section, lee_section, reference_section
 from freezestats.report.sections.decision import decision_section
 from freezestats.report.sections.model_details import appendix, model_section, p_text
@@ -339,6 +340,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "answer": text.answer(inputs),
         "methods": methods.methods(inputs),
         "blog_figures": _blog_section(inputs, w),
+        "checkpoints": checkpoint_section(inputs, w),
         "emmeans": _emmeans_section(inputs, w),
         "contrasts": _contrasts_section(inputs, w),
         "arms": arm_section(inputs, w),
