@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 
 __all__ = ["TEMPLATE_FILES", "write_document"]
 
+#: What the mixed model's intervals speak of, said in every caption that shows them: they let the seeds vary,
+#: not the evaluation items (the answer's tests, which do, are in their own table).
+_SEEDS_ONLY = "; the mixed model's intervals, seeds only: they speak of this evaluation set"
+
 #: Files copied from the template folder next to report.qmd.
 TEMPLATE_FILES = ("_quarto.yml", "report.css", "crossref.lua")
 _MARKER = re.compile(r"%%([a-z_]+)%%")
@@ -76,7 +80,8 @@ def _emmeans_section(inputs: ReportInputs, w: Writer) -> str:
             w.figure(
                 F.emm_heatmap(emm, metric),
                 f"{task}-emm-heatmap",
-                f"{task}: estimated marginal mean {metric} of each cell (frozen layers × train size), all runs.",
+                f"{task}: estimated marginal mean {metric} of each cell (frozen layers × train size), all "
+                f"runs{_SEEDS_ONLY}.",
             )
         ]
         sizes = sorted(int(s) for s in emm["train_size"].unique())
@@ -85,8 +90,8 @@ def _emmeans_section(inputs: ReportInputs, w: Writer) -> str:
                 w.figure(
                     F.interaction_plot(emm, metric),
                     f"{task}-interaction",
-                    f"{task}: estimated marginal means with 95% confidence intervals; one line per train size "
-                    "(non-parallel lines: freezing acts differently with more data).",
+                    f"{task}: estimated marginal means with 95% confidence intervals{_SEEDS_ONLY}; one line per train "
+                    "size (non-parallel lines: freezing acts differently with more data).",
                 )
             )
         else:
@@ -134,7 +139,7 @@ def _contrasts_section(inputs: ReportInputs, w: Writer) -> str:
             w.figure(
                 F.forest_plot(contrasts, settings.get("margin")),
                 f"{task}-forest",
-                f"{task}: difference from {reference} in points (100 × metric), all runs; {interval}"
+                f"{task}: difference from {reference} in points (100 × metric), all runs{_SEEDS_ONLY}; {interval}"
                 + ("; dotted: the equivalence margin." if settings.get("margin") else "."),
             ),
             w.table(
@@ -151,7 +156,8 @@ def _contrasts_section(inputs: ReportInputs, w: Writer) -> str:
                     },
                 ),
                 f"{task}-contrasts",
-                f"{task}: contrasts with the reference level (model, all runs); p adjusted within each train size.",
+                f"{task}: contrasts with the reference level (model, all runs{_SEEDS_ONLY}); p adjusted within each "
+                "train size.",
             ),
         ]
         equivalence = task_table(inputs, "equivalence", task)
