@@ -106,3 +106,18 @@ def colored_pixels(png: Path) -> int:
     rgb = np.asarray(Image.open(png).convert("RGB")).astype(int)
     spread = rgb.max(axis=2) - rgb.min(axis=2)
     return int((spread > 40).sum())
+
+
+def largest_empty_band(png: Path) -> float:
+    """The tallest band of blank rows in a page's body (header and page number cut off), as a share of it: a
+    page that a float left near-empty has one over half its height."""
+    import numpy as np
+    from PIL import Image
+
+    grey = np.asarray(Image.open(png).convert("L"))
+    body = grey[int(0.06 * grey.shape[0]) : int(0.9 * grey.shape[0])]
+    longest = run = 0
+    for inked in (body < 200).any(axis=1):
+        run = 0 if inked else run + 1
+        longest = max(longest, run)
+    return longest / len(body)

@@ -12,7 +12,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _browser import artifacts_dir, colored_pixels, find_chromium, open_html, page_texts, pdf_pages
+from _browser import (
+    artifacts_dir,
+    colored_pixels,
+    find_chromium,
+    largest_empty_band,
+    open_html,
+    page_texts,
+    pdf_pages,
+)
 from _factories import simple_spec, write_spec
 
 from freezestats.analysis.pipeline import analyze
@@ -114,6 +122,8 @@ def test_real_study_pdf_pages(real_report: Path) -> None:
         if found:  # a page with a figure shows a plot, not a blank box
             assert colored_pixels(png) > 150, png
     assert "Colophon" in texts[-2] or "Colophon" in "".join(texts[-3:])
+    gaps = {png.name: round(largest_empty_band(png), 2) for png in pages[:-1]}  # the last page ends where it ends
+    assert max(gaps.values()) <= 0.6, gaps  # no page left near-empty by a figure or table that moved on
     for extra in pages[3:]:  # keep the first pages as artifacts, not all of them
         extra.unlink()
 
