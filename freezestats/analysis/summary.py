@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from freezestats.analysis.answer_text import grouped_answer
 from freezestats.analysis.result import SECOND_MODE, Analysis
 from freezestats.stats.items.task_level import POPULATIONS
 
@@ -64,7 +65,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"[{task}]")
         if answers is not None and (answers["task"] == task).any():
             lines.append(f"  {answer_heading(s, task)}:")
-            lines.extend(f"    {statement}" for statement in answers.loc[answers["task"] == task, "statement"])
+            lines.extend(f"    {sentence}" for sentence in grouped_answer(analysis, task))
             lines.append(f"  superiority contrasts ({s['adjust']}-adjusted within a size; not shown ≠ no cost):")
         if contrasts is not None:
             c = contrasts[(contrasts["task"] == task) & (contrasts["fit"] == "all_runs")]

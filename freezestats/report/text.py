@@ -10,10 +10,10 @@ from typing import Any
 
 import pandas as pd
 
+from freezestats.analysis.answer_text import grouped_answer
 from freezestats.analysis.result import SECOND_MODE
 from freezestats.report.figures import frozen_label, frozen_order
 from freezestats.report.inputs import ReportInputs
-from freezestats.report.sections.decision import answer_sentences
 from freezestats.stats.items.task_level import POPULATIONS
 
 __all__ = ["FAILED_DEFINITION", "answer", "frozen_dropout", "n_layers"]
@@ -78,7 +78,7 @@ def answer(inputs: ReportInputs) -> str:
                 "so the question is answered by the cell means in the figures only."
             )
             continue
-        sentences = answer_sentences(inputs, task)
+        sentences = grouped_answer(inputs.analysis, task)
         margin = settings.get("margins", {}).get(task)
         extra = _superiority_sentence(contrasts, task, reference, settings.get("adjust", "holm"))
         paragraphs.append(

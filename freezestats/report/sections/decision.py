@@ -4,7 +4,8 @@ A reader opens the report to learn how deep to freeze. The table gives, per task
 freeze shown non-inferior, the bound that showed it, the metric and checkpoint it is on and the population the
 interval speaks of; the sentences below it say what is *not* known. A fact shared by several sizes ("full
 fine-tuning was not shown to beat the majority baseline") is said once with the sizes listed, never once per
-size: :func:`answer_sentences` groups the sizes by kind of outcome, so no sentence of a task repeats.
+size: :func:`freezestats.analysis.answer_text.grouped_answer` groups the sizes by kind of outcome, so no
+sentence of a task repeats.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from typing import Any
 
 import pandas as pd
 
+from freezestats.analysis.answer_text import grouped_answer
 from freezestats.report.figures import frozen_label
 from freezestats.report.inputs import ReportInputs
 from freezestats.stats.inference.sequence import order_by_depth
 
-__all__ = ["answer_sentences", "decision_section", "decision_table"]
+__all__ = ["decision_section", "decision_table"]
 
 #: The population column's words: what the interval lets vary.
 _POPULATION_SHORT = {"task": "the task", "evaluation_set": "this eval. set"}
@@ -47,7 +49,7 @@ def decision_table(inputs: ReportInputs) -> pd.DataFrame:
 
 
 def decision_section(inputs: ReportInputs, w: Any) -> str:
-    """The decision table, then per task the sentences on what is not known (:func:`answer_sentences`)."""
+    """The decision table, then per task the sentences on what is not known (:func:`grouped_answer`)."""
     table = decision_table(inputs)
     if table.empty:
         return "No non-inferiority test could be run (see the warnings in Model details)."
@@ -61,67 +63,20 @@ def decision_section(inputs: ReportInputs, w: Any) -> str:
     )
     parts = [w.table(table, "decision", caption)]
     for task in inputs.analysis.settings.get("tasks", []):
-        open_ = answer_sentences(inputs, task, known=False)
+        open_ = grouped_answer(inputs.analysis, task, known=False)
         if open_:
             parts.append(f"**Not known for {task}.** " + " ".join(open_))
     return "\n\n".join(parts)
 
 
-def answer_sentences(inputs: ReportInputs, task: str, known: bool = True) -> list[str]:
-    """The task's answer as sentences, one per kind of outcome with its sizes listed (never one per size).
-
-    ``known=False`` keeps only what is not known: sizes without a cost stated and sizes where no or not every
-    depth was shown.
-    """
-    answers = inputs.analysis.tables.get("answer")
-    tests = inputs.analysis.tables.get("noninferiority")
-    if answers is None or tests is None:
-        return []
-    mine = answers[answers["task"] == task].sort_values("train_size")
-    margin = float(inputs.analysis.settings.get("margins", {}).get(task, float("nan")))
-    no_baseline = [int(r.train_size) for r in mine.itertuples() if not bool(r.beats_baseline)]
-    none_shown, shown = [], {}
-    for r in mine.itertuples():
-        if bool(r.beats_baseline) and r.deepest_noninferior is None:
-            first = order_by_depth(tests[(tests["task"] == task) & (tests["train_size"] == r.train_size)]).iloc[0]
-            none_shown.append((int(r.train_size), float(first["lower"]), int(first["frozen_layers"])))
-        elif bool(r.beats_baseline):
-            shown.setdefault(int(r.deepest_noninferior), []).append(int(r.train_size))
-    out = []
-    if no_baseline:
-        out.append(
-            f"At n = {_sizes(no_baseline)} full fine-tuning was not shown to beat the majority baseline, so no "
-            "cost of freezing is stated there."
-        )
-    if none_shown:
-        bounds = ", ".join(f"{_pts(lower)} at n = {n} ({frozen_label(k)})" for n, lower, k in none_shown)
-        out.append(
-            f"At n = {_sizes([n for n, _, _ in none_shown])} no freeze was shown non-inferior within "
-            f"{_pts(margin).lstrip('+')} points: the shallowest freeze's bound is {bounds}, below the margin "
-            f"{_pts(-margin)}: the study cannot tell yet, and not shown is not shown inferior."
-        )
-    if known:
-        for depth, sizes in sorted(shown.items()):
-            out.append(f"Freezing {_up_to(depth)} is non-inferior at n = {_sizes(sizes)}.")
-    return out
-
-
 def _decision(row: Any, tests: pd.DataFrame) -> tuple[str, str]:
     if not bool(row.beats_baseline):
         return "none stated¹", "–"
-    if row.deepest_noninferior is None:
+    if pd.isna(row.deepest_noninferior):
         return "none shown", _pts(float(tests["lower"].iloc[0])) if not tests.empty else "–"
     depth = int(row.deepest_noninferior)
     at = tests[tests["frozen_layers"] == depth]
     return f"up to {frozen_label(depth)}", _pts(float(at["lower"].iloc[0])) if not at.empty else "–"
-
-
-def _up_to(depth: int) -> str:
-    return "the embeddings only" if depth == -1 else f"up to {depth} layer{'' if depth == 1 else 's'}"
-
-
-def _sizes(sizes: list[int]) -> str:
-    return ", ".join(str(n) for n in sizes)
 
 
 def _pts(value: float) -> str:
