@@ -3,8 +3,9 @@
 Messages state the invariant, the offending value and where it came from, e.g.
 "`train_size` must be > 0, but got train_size=-5 (grid.train_sizes[2])."
 
-Beside them, the one warning about the user's files: :class:`RenamedWarning`, raised by :func:`warn_renamed`
-when a spec, a results table or an analysis folder still uses a name that has since been renamed.
+Beside them, two warnings about the user's files: :class:`RenamedWarning`, raised by :func:`warn_renamed`
+when a spec, a results table or an analysis folder still uses a name that has since been renamed, and
+:class:`DataWarning`, about a task's data that is usable but flawed (duplicate texts across splits).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import warnings
 
 __all__ = [
     "DataError",
+    "DataWarning",
     "FreezestatsError",
     "ModelError",
     "ModelFitError",
@@ -63,6 +65,13 @@ class RenamedWarning(FutureWarning):
     The old name is still read, meaning what it meant; the message names the new one to write. A
     ``FutureWarning`` rather than a ``DeprecationWarning`` because it is about the user's files, not their
     code, so Python shows it by default; the command line prints it as one line.
+    """
+
+
+class DataWarning(UserWarning):
+    """A task's data is usable but flawed in a way that biases results (e.g. validation texts that are in train).
+
+    Not an error: the study can run, and the user decides; the command line prints it as one line.
     """
 
 

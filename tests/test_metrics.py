@@ -178,7 +178,7 @@ def test_metrics_reject_bad_shapes(fn) -> None:
 
 
 def test_registry_and_compute_metrics() -> None:
-    assert set(METRICS) == {"accuracy", "mcc", "f1", "pearson", "spearman"}
+    assert set(METRICS) == {"accuracy", "mcc", "f1", "macro_f1", "pearson", "spearman"}
     pred, ref = [1, 0, 1, 1], [1, 0, 0, 1]
     out = compute_metrics(["f1", "accuracy", "mcc"], pred, ref)
     assert list(out) == ["f1", "accuracy", "mcc"]
@@ -188,7 +188,9 @@ def test_registry_and_compute_metrics() -> None:
 
 
 def test_compute_metrics_unknown_name_lists_available() -> None:
-    with pytest.raises(SpecError, match=r"one of \['accuracy', 'f1', 'mcc', 'pearson', 'spearman'\].*'auc'"):
+    with pytest.raises(
+        SpecError, match=r"one of \['accuracy', 'f1', 'macro_f1', 'mcc', 'pearson', 'spearman'\].*'auc'"
+    ):
         compute_metrics(["accuracy", "auc"], [1], [1])
 
 

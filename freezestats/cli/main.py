@@ -4,7 +4,8 @@ To add a command, subclass :class:`_Command` (from :mod:`freezestats.cli.base`) 
 it to ``_COMMANDS``: the study commands live in :mod:`freezestats.cli.study`, ``analyze`` and ``report`` in
 :mod:`freezestats.cli.analysis`. Every deliberate error
 (:class:`~freezestats.exceptions.FreezestatsError`) is printed as one line and exits with status 2, and a
-renamed name still in use (:class:`~freezestats.exceptions.RenamedWarning`) as one line that goes on;
+renamed name still in use (:class:`~freezestats.exceptions.RenamedWarning`) and flawed data
+(:class:`~freezestats.exceptions.DataWarning`) as one line that goes on;
 Ctrl-C during ``run`` exits with 130 after the interrupted trial is recorded, so a re-run resumes.
 """
 
@@ -21,7 +22,7 @@ from freezestats import __version__
 from freezestats.cli.analysis import _Analyze, _Report
 from freezestats.cli.base import _Command
 from freezestats.cli.study import _Export, _Run, _Status, _Validate, _Worker
-from freezestats.exceptions import FreezestatsError, RenamedWarning
+from freezestats.exceptions import DataWarning, FreezestatsError, RenamedWarning
 
 __all__ = ["main"]
 
@@ -65,11 +66,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(command: str, show: Callable[..., None]) -> Callable[..., None]:
-    """``warnings.showwarning`` that prints a :class:`RenamedWarning` as one line (no source line), others as before."""
+    """``warnings.showwarning`` that prints a :class:`RenamedWarning` (a note) and a :class:`DataWarning` (a warning)
+    as one line each (no source line), others as before."""
 
     def showwarning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
         if issubclass(category, RenamedWarning):
             print(f"freezestats {command}: note: {message}", file=sys.stderr)
+        elif issubclass(category, DataWarning):
+            print(f"freezestats {command}: warning: {message}", file=sys.stderr)
         else:
             show(message, category, *args, **kwargs)
 

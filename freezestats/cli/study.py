@@ -16,6 +16,7 @@ from freezestats.exceptions import SpecError
 
 if TYPE_CHECKING:
     from freezestats.runner import RunReport
+    from freezestats.tasks.taskdata import TaskData
 
 __all__ = ["_Export", "_Run", "_Status", "_Validate", "_Worker"]
 
@@ -43,10 +44,7 @@ class _Validate(_Command):
         else:
             print(f"  model {spec.model.name} (L={prepared.n_layers}), freezing {spec.model.freezing}")
         for name, task in prepared.tasks.items():
-            print(
-                f"  task {name}: {len(task.data.train)} train / {len(task.data.validation)} validation "
-                f"from {task.data.source}; metric {spec.metric_for(name)}"
-            )
+            print(_task_line(name, task.data, spec.metric_for(name)))
         for group in spec.groups:
             freeze_for = group.freeze_for if group.freeze_for == "all" else ", ".join(group.freeze_for)
             print(
@@ -66,6 +64,30 @@ class _Validate(_Command):
             for cell in [*search, *grid]:
                 print(f"  {cell.key}  " + ("no lr" if cell.learning_rate is None else f"lr={cell.learning_rate:g}"))
         return 0
+
+
+def _task_line(name: str, data: TaskData, metric: str) -> str:
+    """What ``validate`` says of a task; a user task's kind, label map, carve and test split too."""
+    origin = data.origin
+    if origin is None:
+        return (
+            f"  task {name}: {len(data.train)} train / {len(data.validation)} validation from {data.source}; "
+            f"metric {metric}"
+        )
+    task = data.task
+    labels = ", ".join(f"{label}={code}" for code, label in enumerate(task.label_names or ()))
+    kind = f"{task.kind_name}" + (f", labels {labels}" if labels else "")
+    validation = f"{len(data.validation)} validation"
+    if origin.carved is not None and task.source is not None:
+        validation += (
+            f" carved from train ({task.source.validation_fraction:.0%} of {origin.n_train_file} rows, stratified, "
+            f"seed {task.source.carve_seed})"
+        )
+    test = "" if origin.n_test is None else f"; test {origin.n_test} rows kept aside (never scored)"
+    return (
+        f"  task {name} ({kind}): {len(data.train)} train / {validation} from {data.source}{test}; metric {metric} "
+        f"of {', '.join(task.metrics)}"
+    )
 
 
 class _Run(_Command):

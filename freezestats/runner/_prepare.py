@@ -23,7 +23,6 @@ from freezestats.spec.grid import FULL
 from freezestats.spec.pairs import CROSS
 from freezestats.spec.study import StudySpec, check_against
 from freezestats.study.cells import Cell, grid_cells, group_cells, search_cells
-from freezestats.tasks import get_task
 from freezestats.tasks.data import TaskData, load_task_data
 from freezestats.tasks.subsets import nested_subsets, validation_halves
 
@@ -68,6 +67,22 @@ class PreparedStudy:
         """(search cells, grid cells); grid cells that wait for a search are not listed."""
         return search_cells(self.spec, self.pool_sizes), grid_cells(self.spec, self.pool_sizes, n_layers=self.n_layers)
 
+    def data_identity(self) -> dict[str, Any]:
+        """The user tasks' data as read (file hashes, label map): what the study keeps and checks on resume."""
+        return {
+            name: task.data.origin.identity(task.data.task)
+            for name, task in self.tasks.items()
+            if task.data.origin is not None
+        }
+
+    def carves(self) -> dict[str, np.ndarray]:
+        """The validation rows carved from train, per user task that has no validation split of its own."""
+        return {
+            name: task.data.origin.carved
+            for name, task in self.tasks.items()
+            if task.data.origin is not None and task.data.origin.carved is not None
+        }
+
     def n_cells(self) -> int:
         """Trials the study will hold when done (search trials plus grid cells)."""
         if self.spec.has_arms:
@@ -80,21 +95,41 @@ class PreparedStudy:
         return n_grid + len(search_cells(self.spec, self.pool_sizes))
 
 
-def prepare_study(spec: StudySpec, data_dir: str | Path | None = None) -> PreparedStudy:
-    """Every check that can fail before training: arm and freezing rule, model, data, levels, sizes, device."""
+def prepare_study(
+    spec: StudySpec, data_dir: str | Path | None = None, carves: dict[str, np.ndarray] | None = None
+) -> PreparedStudy:
+    """Every check that can fail before training: arm and freezing rule, model, data, levels, sizes, device.
+
+    ``carves``: the validation rows a study stored for its user tasks without a validation split, so that a
+    resume or a worker uses the same carve (else each is carved now, :mod:`freezestats.tasks.carve`).
+    """
     from freezestats.training import resolve_device, resolve_precision
 
     arms = arms_for_spec(spec)
     n_layers = n_layers_of(spec.model.name)
     precision = resolve_precision(spec.training.precision, resolve_device(spec.training.device))
-    datasets = {name: load_task_data(get_task(name), data_dir) for name in spec.all_tasks}
+    carves = carves or {}
+    datasets = {name: load_task_data(spec.task(name), data_dir, carves.get(name)) for name in spec.all_tasks}
     pool_sizes = {name: len(data.train) for name, data in datasets.items()}
-    check_against(spec, n_layers, pool_sizes)
+    classes = {
+        name: data.task.num_labels
+        for name, data in datasets.items()
+        if data.origin is not None and not data.task.is_regression
+    }
+    check_against(spec, n_layers, pool_sizes, classes, {name: pool_note(data) for name, data in datasets.items()})
     _check_levels(arms, spec, n_layers)
     tasks = {name: _prepare_task(spec, data, pool_sizes[name]) for name, data in datasets.items()}
     return PreparedStudy(
         spec=spec, n_layers=n_layers, pool_sizes=pool_sizes, tasks=tasks, precision=precision, arms=arms
     )
+
+
+def pool_note(data: TaskData) -> str:
+    """How a user task's train pool came about, when part of train was carved out as validation."""
+    origin = data.origin
+    if origin is None or origin.carved is None:
+        return ""
+    return f": {origin.n_train_file} rows in train less {len(origin.carved)} carved out as validation"
 
 
 def _check_levels(arms: dict[str | None, Arm], spec: StudySpec, n_layers: int) -> None:

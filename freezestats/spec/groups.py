@@ -13,7 +13,7 @@ from typing import Any
 
 from freezestats.exceptions import SpecError
 from freezestats.spec.parser import _Parser
-from freezestats.tasks import available_tasks, get_task
+from freezestats.tasks import available_tasks
 
 __all__ = ["SAMPLINGS", "GroupSpec", "parse_groups"]
 
@@ -55,14 +55,14 @@ def parse_groups(p: _Parser, value: Any) -> tuple[GroupSpec, ...]:
         name = p.string(p.required(raw, "name", f"{where}."), f"{where}.name")
         if not name.strip() or any(ch in name for ch in "/\\"):
             raise p.fail(f"`{where}.name` must be a non-empty name without slashes, but got name={name!r}")
-        if name in available_tasks():
+        if name in available_tasks() or name in p.user_tasks:
             raise p.fail(f"`{where}.name` must not be a task's name (results say 'trained_with'), but got {name!r}")
         tasks = raw.get("tasks")
         if not isinstance(tasks, list) or not tasks:
             raise p.fail(f"`{where}.tasks` must be a non-empty list of task names, but got tasks={tasks!r}")
         for j, task in enumerate(tasks):
             try:
-                get_task(p.string(task, f"{where}.tasks[{j}]"))
+                p.task(p.string(task, f"{where}.tasks[{j}]"))
             except SpecError as err:
                 raise p.fail(f"{err} ({where}.tasks[{j}])") from None
         p.unique(tasks, f"{where}.tasks")

@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from freezestats.spec.parser import _Parser
-from freezestats.tasks import get_task
 
 __all__ = ["BI", "CROSS", "PAIR_ENCODINGS", "parse_pair_encoding"]
 
@@ -29,7 +28,7 @@ def parse_pair_encoding(
     values = p.nonempty_list(grid_raw, "pair_encoding", "grid.")
     encodings = tuple(p.choice(v, f"grid.pair_encoding[{i}]", PAIR_ENCODINGS) for i, v in enumerate(values))
     p.unique(encodings, "grid.pair_encoding")
-    pair_tasks = [task for task in dict.fromkeys(tasks) if get_task(task).is_pair]
+    pair_tasks = [task for task in dict.fromkeys(tasks) if p.task(task).is_pair]
     if BI in encodings and not pair_tasks:
         raise p.fail(
             "`grid.pair_encoding` asks for 'bi', but no task of the study (alone or in a group) is a sentence-pair "

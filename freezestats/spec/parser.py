@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from freezestats.exceptions import SpecError, warn_renamed
+from freezestats.tasks import TaskConfig, get_task
 
 __all__ = ["_Parser"]
 
@@ -22,6 +23,11 @@ class _Parser:
     def __init__(self, source: str, stored: bool = False) -> None:
         self.source = source
         self.stored = stored
+        self.user_tasks: dict[str, TaskConfig] = {}  # the spec's own tasks ([[tasks]]), once they are parsed
+
+    def task(self, name: str) -> TaskConfig:
+        """The task called ``name``: one the spec defines (``[[tasks]]``) first, else a packaged one."""
+        return self.user_tasks[name] if name in self.user_tasks else get_task(name)
 
     def fail(self, message: str) -> SpecError:
         return SpecError(f"{message} ({self.source}).")

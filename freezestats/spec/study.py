@@ -25,8 +25,9 @@ from freezestats.spec.groups import GroupSpec, parse_groups
 from freezestats.spec.pairs import BI, CROSS
 from freezestats.spec.parser import _Parser
 from freezestats.spec.search import LRSearchSpec, parse_lr_search
+from freezestats.spec.tasks import parse_tasks, stored_task, without_roots
 from freezestats.spec.training import DEVICES, PRECISIONS, TrainingSpec, parse_training  # noqa: F401 (re-exported)
-from freezestats.tasks import get_task
+from freezestats.tasks import TaskConfig, get_task
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -80,6 +81,8 @@ class StudySpec:
     and freezing rules, so that worker processes (which read the spec from the study) know them too."""
     arms: tuple[ArmSpec, ...] = ()
     """The ``[[arms]]`` tables; empty for a single-arm study (``[model] freezing`` + ``grid.frozen_layers``)."""
+    task_definitions: tuple[TaskConfig, ...] = ()
+    """The user's own tasks among ``tasks`` (``[[tasks]]`` tables or task files, :mod:`freezestats.spec.tasks`)."""
     description: str = ""
     version: int = SPEC_VERSION
     source: str = field(default="", compare=False)
@@ -107,6 +110,9 @@ class StudySpec:
         """The spec as plain data (what is stored with the study and hashed)."""
         data = asdict(self)
         data.pop("source")
+        data.pop("task_definitions")
+        if self.task_definitions:  # absent otherwise, so specs of packaged tasks keep their hash
+            data["task_definitions"] = [stored_task(task) for task in self.task_definitions]
         data["model"] = {"name": self.model.name, "strategy": self.model.freezing}  # the key's name before: same hash
         data["lr_search"] = self.lr_search.stored_form(self.grid.seeds)
         if not self.grid.crossed:  # the form stored before `order_seeds` existed: those studies keep their hash
@@ -138,6 +144,8 @@ class StudySpec:
         ``execution`` (retries, heartbeats) is left out: it changes how cells run, not what they measure.
         """
         meaning = {k: v for k, v in self.to_dict().items() if k != "execution"}
+        if "task_definitions" in meaning:  # the folder the data paths are read from is where, not what
+            meaning["task_definitions"] = without_roots(meaning["task_definitions"])
         if meaning["training"]["frozen_dropout"] == "on":  # the default; studies made before the key keep their hash
             meaning["training"] = {k: v for k, v in meaning["training"].items() if k != "frozen_dropout"}
         canonical = json.dumps(meaning, sort_keys=True, separators=(",", ":"))
@@ -147,8 +155,10 @@ class StudySpec:
     def from_stored(cls, data: Mapping[str, Any], source: str = "<stored spec>") -> StudySpec:
         """Rebuild (and re-validate) a spec from :meth:`to_dict` output, e.g. the copy kept in a study."""
         plain = json.loads(json.dumps(dict(data)))  # tuples -> lists, as TOML gives them
-        raw = {k: v for k, v in plain.items() if k != "primary_metric"}
+        raw = {k: v for k, v in plain.items() if k not in ("primary_metric", "task_definitions")}
         raw["metrics"] = {"primary": dict(data.get("primary_metric", {}))}
+        defined = {task["name"]: task for task in plain.get("task_definitions", [])}
+        raw["tasks"] = [defined.get(name, name) for name in plain.get("tasks", [])]
         return _parse(raw, source, stored=True)
 
     @property
@@ -169,14 +179,21 @@ class StudySpec:
         """
         group = self.group_named(name)
         tasks = group.tasks if group is not None else (name,)
-        if not any(get_task(task).is_pair for task in tasks):
+        if not any(self.task(task).is_pair for task in tasks):
             return (CROSS,)
         levels = self.grid.bi_frozen_layers
         return tuple(e for e in self.grid.pair_encoding if e == CROSS or levels is None or frozen_layers in levels)
 
     def metric_for(self, task: str) -> str:
         """The primary metric of ``task`` in this study (the spec's choice, else the task's first)."""
-        return self.primary_metric.get(task, get_task(task).metrics[0])
+        return self.primary_metric.get(task, self.task(task).metrics[0])
+
+    def task(self, name: str) -> TaskConfig:
+        """The task called ``name``: one this spec defines (``[[tasks]]``) first, else a packaged one."""
+        for task in self.task_definitions:
+            if task.name == name:
+                return task
+        return get_task(name)
 
 
 def load_spec(path: str | Path) -> StudySpec:
@@ -200,7 +217,9 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
     """``stored``: ``raw`` is a study's stored copy (:meth:`StudySpec.to_dict`), not a spec file."""
     p = _Parser(source, stored)
     p.keys(raw, "", _TOP_LEVEL_KEYS)
-    version, name, tasks = _parse_identity(p, raw)
+    version, name = _parse_identity(p, raw)
+    tasks, definitions = parse_tasks(p, raw.get("tasks"), _base_folder(source))
+    p.user_tasks = {task.name: task for task in definitions}
     plugins = _parse_plugins(p, raw.get("plugins", []))
     groups = parse_groups(p, raw.get("groups", []))
     model_raw = p.renamed(p.table(raw, "model"), "strategy", "freezing", "model.")
@@ -224,6 +243,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         groups=groups,
         plugins=plugins,
         arms=arms,
+        task_definitions=definitions,
         description=p.string(raw.get("description", ""), "description"),
         version=version,
         source=source,
@@ -236,8 +256,15 @@ _TOP_LEVEL_KEYS = {
 }  # fmt: skip
 
 
-def _parse_identity(p: _Parser, raw: Mapping[str, Any]) -> tuple[int, str, tuple[str, ...]]:
-    """``version``, ``name`` and ``tasks``: what the study is, checked before anything that depends on it."""
+def _base_folder(source: str) -> Path:
+    """The folder a spec's relative task files and data paths are read from: the spec file's (``source`` names a
+    file), else the current one (a spec given as data, ``<spec>``)."""
+    path = Path(source)
+    return path.resolve().parent if path.suffix else Path.cwd()
+
+
+def _parse_identity(p: _Parser, raw: Mapping[str, Any]) -> tuple[int, str]:
+    """``version`` and ``name``: what the study is, checked before anything that depends on it."""
     version = p.integer(raw.get("version", SPEC_VERSION), "version", low=1)
     if version > SPEC_VERSION:
         raise SpecError(
@@ -246,14 +273,8 @@ def _parse_identity(p: _Parser, raw: Mapping[str, Any]) -> tuple[int, str, tuple
     name = p.string(p.required(raw, "name", ""), "name")
     if not name.strip() or any(ch in name for ch in "/\\"):
         raise SpecError(f"`name` must be a non-empty name without slashes, but got name={name!r} ({p.source}).")
-    tasks = tuple(p.string(t, f"tasks[{i}]") for i, t in enumerate(p.nonempty_list(raw, "tasks", "")))
-    for i, task in enumerate(tasks):
-        try:
-            get_task(task)
-        except SpecError as err:
-            raise SpecError(f"{err} (tasks[{i}], {p.source})") from None
-    p.unique(tasks, "tasks")
-    return version, name, tasks
+    p.required(raw, "tasks", "")
+    return version, name
 
 
 def _parse_search_and_arms(
@@ -322,7 +343,7 @@ def _parse_primary_metrics(
             raise SpecError(
                 f"`metrics.primary.{task}` names a task that is not in `tasks` or a group {known} ({p.source})."
             )
-        primary[task] = p.choice(metric, f"metrics.primary.{task}", get_task(task).metrics)
+        primary[task] = p.choice(metric, f"metrics.primary.{task}", p.task(task).metrics)
     return primary
 
 
@@ -339,8 +360,18 @@ def _parse_plugins(p: _Parser, value: Any) -> tuple[str, ...]:
     return modules
 
 
-def check_against(spec: StudySpec, n_layers: int, pool_sizes: Mapping[str, int]) -> None:
-    """Checks that need the model (its number of layers L) and the data (each task's train pool size)."""
+def check_against(
+    spec: StudySpec,
+    n_layers: int,
+    pool_sizes: Mapping[str, int],
+    classes: Mapping[str, int] | None = None,
+    pool_notes: Mapping[str, str] | None = None,
+) -> None:
+    """Checks that need the model (its number of layers L) and the data (each task's train pool size).
+
+    ``classes``: a user classification task's number of classes, so that a train size too small for a stratified
+    subset to hold each class is refused; ``pool_notes``: how a pool came about (a carve), said with its size.
+    """
     for i, k in enumerate(spec.grid.frozen_layers):
         if not -1 <= k <= n_layers:
             raise SpecError(
@@ -348,10 +379,16 @@ def check_against(spec: StudySpec, n_layers: int, pool_sizes: Mapping[str, int])
                 f"(L={n_layers}), but got frozen_layers={k} (grid.frozen_layers[{i}], {spec.source})."
             )
     for task in spec.all_tasks:
-        pool = pool_sizes[task]
+        pool, n_classes = pool_sizes[task], (classes or {}).get(task, 0)
+        note = (pool_notes or {}).get(task, "")
         for i, size in enumerate(spec.grid.train_sizes):
             if size != FULL and size > pool:
                 raise SpecError(
-                    f"`grid.train_sizes` must be <= the train pool of '{task}' ({pool} examples), but got "
+                    f"`grid.train_sizes` must be <= the train pool of '{task}' ({pool} examples{note}), but got "
                     f"train_size={size} (grid.train_sizes[{i}], {spec.source})."
+                )
+            if size != FULL and size < n_classes:
+                raise SpecError(
+                    f"`grid.train_sizes` must be >= the {n_classes} classes of '{task}', so that a stratified subset "
+                    f"holds every class, but got train_size={size} (grid.train_sizes[{i}], {spec.source})."
                 )

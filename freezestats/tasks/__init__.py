@@ -3,6 +3,10 @@
 Adding a task means adding a file here (dataset location, text and label columns, kind, metrics,
 ``version``); nothing else in freezestats needs editing. Bump ``version`` whenever a change alters what
 the task measures, so results from different versions are never silently pooled.
+
+A user's own task is the same :class:`TaskConfig` with a :class:`~freezestats.tasks.sources.DataSource`: a study
+spec defines it (``[[tasks]]``, :mod:`freezestats.spec.tasks`), so it never enters this registry; the spec looks it
+up first (:meth:`freezestats.spec.StudySpec.task`).
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from typing import Any, Literal
 import yaml
 
 from freezestats.exceptions import SpecError
+from freezestats.tasks.sources import DataSource
 
 __all__ = ["GlueTsvLayout", "TaskConfig", "available_tasks", "get_task"]
 
 _TASK_DIR = Path(__file__).resolve().parent
-_KNOWN_METRICS = ("accuracy", "mcc", "f1", "pearson", "spearman")
+_KNOWN_METRICS = ("accuracy", "mcc", "f1", "macro_f1", "pearson", "spearman")
 
 
 @dataclass(frozen=True)
@@ -53,10 +58,29 @@ class TaskConfig:
     label_range: tuple[float, float] | None = None
     """A regression task's score range (STS-B: 0-5): where the bi-encoder's cosine head starts its scale."""
     source_file: str = field(default="", compare=False)
+    source: DataSource | None = None
+    """A user task's data (``[[tasks]]`` in a spec); ``None`` for a packaged task, found by name."""
+    label_names: tuple[str, ...] | None = None
+    """A user classification task's class names in label-code order: the spec's ``labels``, else built from train
+    when the data is loaded (``num_labels`` is then filled in too; 0 until then for a multi-class task)."""
+    id_column: str | None = None
+    """A user task's column of row ids, kept with every per-item prediction (default: the row number, from 1)."""
 
     @property
     def is_regression(self) -> bool:
         return self.kind == "regression"
+
+    @property
+    def is_user_task(self) -> bool:
+        """Defined by a study spec with its own data, rather than shipped with freezestats."""
+        return self.source is not None
+
+    @property
+    def kind_name(self) -> str:
+        """``binary``, ``multiclass`` or ``regression``: the kind as a spec names it (packaged tasks too)."""
+        if self.is_regression:
+            return "regression"
+        return "binary" if self.num_labels == 2 else "multiclass"
 
     @property
     def is_pair(self) -> bool:

@@ -7,6 +7,8 @@ Sources are tried in a fixed order so that a run is reproducible and offline-fri
 2. data shipped with freezestats (the demo task);
 3. the Hugging Face hub (``datasets.load_dataset("nyu-mll/glue", task)``).
 
+A user's own task (``[[tasks]]`` in a study spec) names its data itself: :mod:`freezestats.tasks.user_data`.
+
 Every split is checked (columns, label type and range, at least two classes, not empty) before any
 training starts, because a bad data set discovered after hours of GPU time is the worst outcome.
 """
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,29 +25,12 @@ import pandas as pd
 from freezestats.exceptions import DataError
 from freezestats.tasks import TaskConfig
 from freezestats.tasks.bundled import bundled_path
+from freezestats.tasks.taskdata import TaskData
 
 __all__ = ["DATA_ENV_VAR", "TaskData", "load_task_data", "resolve_data_dir"]
 
 DATA_ENV_VAR = "FREEZESTATS_DATA"
 _SPLITS = ("train", "validation")
-
-
-@dataclass(frozen=True)
-class TaskData:
-    """A task's two splits as DataFrames with the task's text columns and ``label``, plus provenance."""
-
-    task: TaskConfig
-    train: pd.DataFrame
-    validation: pd.DataFrame
-    source: str
-
-    @property
-    def train_labels(self) -> np.ndarray:
-        return self.train["label"].to_numpy()
-
-    @property
-    def validation_labels(self) -> np.ndarray:
-        return self.validation["label"].to_numpy()
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
@@ -61,8 +45,19 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
     return path
 
 
-def load_task_data(task: TaskConfig, data_dir: str | os.PathLike[str] | None = None) -> TaskData:
-    """Both splits of ``task`` from the first source that has them (see the module docstring)."""
+def load_task_data(
+    task: TaskConfig, data_dir: str | os.PathLike[str] | None = None, carve: np.ndarray | None = None
+) -> TaskData:
+    """Both splits of ``task`` from the first source that has them (see the module docstring).
+
+    A user task (one with a ``source``, defined in a study spec) is read from its own files instead
+    (:func:`~freezestats.tasks.user_data.load_user_data`); ``carve`` is then the validation rows a study stored,
+    used in place of a fresh carve, and ``data_dir`` is not used.
+    """
+    if task.source is not None:
+        from freezestats.tasks.user_data import load_user_data
+
+        return load_user_data(task, carve=carve)
     root = resolve_data_dir(data_dir)
     if root is not None:
         found = _from_local(task, root)

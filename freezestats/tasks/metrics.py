@@ -30,6 +30,7 @@ from scipy.stats import rankdata
 
 from freezestats.exceptions import SpecError
 from freezestats.tasks.curve import CurveSummary, summarize_curve
+from freezestats.tasks.macro_f1 import macro_f1
 
 __all__ = [
     "CLASSIFICATION_METRICS",
@@ -41,6 +42,7 @@ __all__ = [
     "count_correct",
     "f1",
     "is_failed_run",
+    "macro_f1",
     "majority_baseline",
     "mcc",
     "pearson",
@@ -234,12 +236,13 @@ METRICS: dict[str, Callable[[Sequence | np.ndarray, Sequence | np.ndarray], floa
     "accuracy": accuracy,
     "mcc": mcc,
     "f1": f1,
+    "macro_f1": macro_f1,  # multi-class tasks (freezestats.tasks.macro_f1)
     "pearson": pearson,
     "spearman": spearman,
 }
 
 #: Metrics that need class ids (meaningless on real-valued regression outputs).
-CLASSIFICATION_METRICS: frozenset[str] = frozenset({"accuracy", "mcc", "f1"})
+CLASSIFICATION_METRICS: frozenset[str] = frozenset({"accuracy", "mcc", "f1", "macro_f1"})
 #: Metrics that apply to real-valued regression outputs.
 REGRESSION_METRICS: frozenset[str] = frozenset({"pearson", "spearman"})
 

@@ -43,7 +43,7 @@ from freezestats.stats.inference.sequence import (
 
 __all__ = ["default_margin", "noninferiority_answer", "noninferiority_sequence", "reference_beats_baseline"]
 
-_ACCURACY_LIKE = ("accuracy", "f1")
+_ACCURACY_LIKE = ("accuracy", "f1", "macro_f1")
 _CORRELATION_LIKE = ("mcc", "pearson", "spearman")
 _ADJUST_ACROSS = ("none", "sizes")
 
@@ -54,12 +54,12 @@ def default_margin(metric: str) -> float:
     Parameters
     ----------
     metric
-        The task's metric: ``"accuracy"``, ``"f1"``, ``"mcc"``, ``"pearson"`` or ``"spearman"``.
+        The task's metric: ``"accuracy"``, ``"f1"``, ``"macro_f1"``, ``"mcc"``, ``"pearson"`` or ``"spearman"``.
 
     Returns
     -------
     float
-        ``0.01`` (one point) for accuracy and F1; ``0.02`` (two points) for MCC, Pearson and Spearman.
+        ``0.01`` (one point) for accuracy, F1 and macro-F1; ``0.02`` (two points) for MCC, Pearson and Spearman.
 
     Raises
     ------
