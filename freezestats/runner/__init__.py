@@ -27,12 +27,13 @@ from optuna.trial import TrialState
 from freezestats.runner._pool import WorkerPool, finished_runs
 from freezestats.runner._prepare import PreparedStudy, PreparedTask, prepare_study
 from freezestats.runner._progress import Progress
-from freezestats.runner._provenance import store_study_attrs
+from freezestats.runner._provenance import store_study_attrs, stored_carves, with_stored_carves
 from freezestats.runner._search import grid_after_search
 from freezestats.runner._trial import run_cell
 from freezestats.runner.interrupts import InterruptGate
 from freezestats.spec.study import StudySpec
 from freezestats.study.cells import Cell
+from freezestats.study.data_identity import check_data_identity
 from freezestats.study.queue import INTERRUPTED, enqueue_cells, is_enqueued_cell, requeue, trials_by_cell
 from freezestats.study.storage import artifact_dir_for, open_storage
 from freezestats.study.trials import SPEC_ATTR, create_or_load_study, load_study, set_user_attrs, suggest_cell
@@ -77,7 +78,8 @@ def run_study(
     started = time.perf_counter()
     prepared = prepared or prepare_study(spec, data_dir)
     backend = open_storage(storage, **_heartbeat(spec))
-    study = create_or_load_study(backend, spec, extend=extend)
+    study = create_or_load_study(backend, spec, extend=extend, data_identity=prepared.data_identity())
+    prepared = with_stored_carves(study, prepared, data_dir)
     artifacts = Path(artifact_dir) if artifact_dir else artifact_dir_for(storage)
     store_study_attrs(study, prepared, artifacts)
     _fail_stale(study)
@@ -114,7 +116,8 @@ def work_study(
     if device is not None:
         spec = replace(spec, training=replace(spec.training, device=device))
     study = load_study(open_storage(storage, **_heartbeat(spec)), study.study_name)
-    prepared = prepare_study(spec, data_dir)
+    prepared = prepare_study(spec, data_dir, carves=stored_carves(study))
+    check_data_identity(study, prepared.data_identity())
     artifacts = Path(artifact_dir or study.user_attrs.get("artifact_dir") or artifact_dir_for(storage))
     store_study_attrs(study, prepared, artifacts)
     _fail_stale(study)

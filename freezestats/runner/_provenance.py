@@ -18,11 +18,14 @@ import optuna
 
 from freezestats import __version__
 from freezestats.exceptions import StorageError
-from freezestats.runner._prepare import PreparedStudy
+from freezestats.runner._prepare import PreparedStudy, prepare_study
 from freezestats.spec.grid import FULL
 from freezestats.study.trials import set_user_attrs
+from freezestats.tasks.taskdata import TaskData
 
-__all__ = ["library_versions", "store_study_attrs"]
+__all__ = ["library_versions", "store_study_attrs", "stored_carves", "with_stored_carves"]
+
+_CARVE = "validation_carve:"
 
 
 def store_study_attrs(study: optuna.Study, prepared: PreparedStudy, artifacts: Path) -> None:
@@ -57,7 +60,31 @@ def _subset_attrs(prepared: PreparedStudy) -> dict[str, Any]:
                 for size, idx in sorted(by_size.items())
             }
         attrs[f"validation_select:{name}"] = task.select_idx.tolist()
+    for name, carved in prepared.carves().items():
+        attrs[f"{_CARVE}{name}"] = carved.tolist()
     return attrs
+
+
+def stored_carves(study: optuna.Study) -> dict[str, np.ndarray]:
+    """The validation rows each user task's study carved from train (task -> row positions, from 0)."""
+    return {
+        key[len(_CARVE) :]: np.asarray(rows, dtype=np.int64)
+        for key, rows in study.user_attrs.items()
+        if key.startswith(_CARVE)
+    }
+
+
+def with_stored_carves(study: optuna.Study, prepared: PreparedStudy, data_dir: str | Path | None) -> PreparedStudy:
+    """``prepared``, or prepared again with the carves ``study`` stored where a fresh carve differs from them.
+
+    Only after the data's identity passed (same files): the carve is then a choice made once, and a resume, or
+    another machine whose library draws another carve from the same seed, keeps the one the runs were scored on.
+    """
+    stored = stored_carves(study)
+    now = prepared.carves()
+    if all(np.array_equal(stored[name], now.get(name, np.empty(0))) for name in stored if name in prepared.tasks):
+        return prepared
+    return prepare_study(prepared.spec, data_dir, carves=stored)
 
 
 def _provenance(prepared: PreparedStudy) -> dict[str, Any]:
@@ -73,12 +100,26 @@ def _provenance(prepared: PreparedStudy) -> dict[str, Any]:
                 "source": t.data.source,
                 "n_train": len(t.data.train),
                 "n_validation": len(t.data.validation),
+                **_user_task(t.data),
             }
             for name, t in prepared.tasks.items()
         },
         "n_layers": prepared.n_layers,
         "platform": platform.platform(),
         "versions": library_versions(),
+    }
+
+
+def _user_task(data: TaskData) -> dict[str, Any]:
+    """What the report says of a user task: its kind, class names, carved validation rows, test split, duplicates."""
+    if data.origin is None:
+        return {}
+    return {
+        "kind": data.task.kind_name,
+        "labels": list(data.task.label_names) if data.task.label_names else None,
+        "carved_validation": None if data.origin.carved is None else len(data.origin.carved),
+        "n_test": data.origin.n_test,
+        "duplicates": data.origin.duplicates,
     }
 
 

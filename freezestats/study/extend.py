@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from freezestats.spec.pairs import CROSS
+from freezestats.spec.tasks import without_roots
 
 __all__ = ["_diff", "_not_an_extension"]
 
@@ -39,8 +40,9 @@ def _not_an_extension(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[st
     if new["grid"]["subset_draws"] < old["grid"]["subset_draws"]:
         problems.append(f"grid.subset_draws shrinks from {old['grid']['subset_draws']}")
     problems.extend(_arms_not_extended(old.get("arms", []), new.get("arms", [])))
+    problems.extend(_task_definitions_not_extended(old.get("task_definitions", []), new.get("task_definitions", [])))
     for key in sorted(set(old) | set(new)):
-        if key in ("tasks", "grid", "description", "execution", "arms"):
+        if key in ("tasks", "grid", "description", "execution", "arms", "task_definitions"):
             continue
         if key == "primary_metric":
             changed = [t for t in old.get(key, {}) if old[key].get(t) != new.get(key, {}).get(t)]
@@ -76,6 +78,16 @@ def _arms_not_extended(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]
     return problems
 
 
+def _task_definitions_not_extended(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]]) -> list[str]:
+    """A user task of the study may not change (its folder, ``root``, may move); new ones may be added."""
+    by_name = {task["name"]: task for task in without_roots(new)}
+    problems = []
+    for task in without_roots(old):
+        if task["name"] in by_name and by_name[task["name"]] != task:
+            problems.extend(_diff({f"task {task['name']}": task}, {f"task {task['name']}": by_name[task["name"]]}))
+    return problems
+
+
 def _bi_levels(grid: Mapping[str, Any]) -> list[int]:
     """The frozen levels a stored grid runs ``bi`` cells at (none without ``bi``, every level unless restricted)."""
     if "bi" not in grid.get("pair_encoding", [CROSS]):
@@ -84,6 +96,16 @@ def _bi_levels(grid: Mapping[str, Any]) -> list[int]:
 
 
 def _diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Every value that differs between two stored forms, as ``key.path: old -> new`` (user tasks by name, less
+    the folder their data is read from)."""
+    if "task_definitions" in old or "task_definitions" in new:
+        old, new = (
+            {
+                **{k: v for k, v in side.items() if k != "task_definitions"},
+                **{f"task {t['name']}": t for t in without_roots(side.get("task_definitions", []))},
+            }
+            for side in (old, new)
+        )
     changes = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key), new.get(key)

@@ -29,6 +29,7 @@ from freezestats.exceptions import StorageError
 from freezestats.spec.pairs import CROSS, PAIR_ENCODINGS
 from freezestats.spec.study import StudySpec
 from freezestats.study.cells import Cell, CellRole
+from freezestats.study.data_identity import check_data_identity, store_data_identity
 from freezestats.study.extend import _diff, _not_an_extension
 from freezestats.study.storage import (  # noqa: F401 (GRACE_PERIOD, HEARTBEAT_INTERVAL: re-exported)
     DEFAULT_STORAGE,
@@ -51,15 +52,25 @@ SPEC_ATTR = "freezestats_spec"
 SPEC_HASH_ATTR = "spec_hash"
 
 
-def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec, extend: bool = False) -> optuna.Study:
+def create_or_load_study(
+    storage: optuna.storages.BaseStorage,
+    spec: StudySpec,
+    extend: bool = False,
+    data_identity: Mapping[str, Any] | None = None,
+) -> optuna.Study:
     """The study named after the spec; an existing one must have been created from the same spec.
 
     With ``extend``, the spec may add values to the grid (tasks, frozen levels, sizes, seeds, order seeds,
     subset draws) and nothing else: the stored spec is replaced, its predecessors are kept in
     ``spec_history``, and only the new cells will run.
+
+    ``data_identity``: the user tasks' data as read now (:mod:`freezestats.study.data_identity`); an existing
+    study that ran on other data is refused before anything is written, like one with another spec.
     """
     study = optuna.create_study(storage=storage, study_name=spec.name, direction="maximize", load_if_exists=True)
     stored_hash = study.user_attrs.get(SPEC_HASH_ATTR)
+    if stored_hash is not None and data_identity:
+        check_data_identity(study, data_identity)
     if stored_hash is None:
         study.set_user_attr(SPEC_ATTR, spec.to_dict())
         study.set_user_attr(SPEC_HASH_ATTR, spec.spec_hash)
@@ -84,6 +95,12 @@ def create_or_load_study(storage: optuna.storages.BaseStorage, spec: StudySpec, 
         study.set_user_attr("spec_history", history)
         study.set_user_attr(SPEC_ATTR, new)
         study.set_user_attr(SPEC_HASH_ATTR, spec.spec_hash)
+    elif spec.task_definitions:  # same meaning; the folder the data is read from may have moved: workers read it
+        new = json.loads(json.dumps(spec.to_dict()))
+        if study.user_attrs.get(SPEC_ATTR) != new:
+            study.set_user_attr(SPEC_ATTR, new)
+    if data_identity:
+        store_data_identity(study, data_identity)
     return study
 
 
