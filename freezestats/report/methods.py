@@ -100,9 +100,7 @@ def methods(inputs: ReportInputs) -> str:
     spec = inputs.spec
     paragraphs = [
         _model_paragraph(inputs),
-        "**Tasks.** "
-        + ", ".join(f"{t} (metric: {inputs.metric_of(t)})" for t in inputs.analysis.settings.get("tasks", []))
-        + ".",
+        "**Tasks.** " + ", ".join(_task_phrase(inputs, t) for t in inputs.analysis.settings.get("tasks", [])) + ".",
         _grid_paragraph(inputs),
         *_training_paragraphs(inputs),
         _dropout_paragraph(inputs),
@@ -113,6 +111,23 @@ def methods(inputs: ReportInputs) -> str:
         _runs_paragraph(inputs),
     ]
     return "\n\n".join(part for part in paragraphs if part)
+
+
+def _task_phrase(inputs: ReportInputs, task: str) -> str:
+    """A task and its metric; a user's own task (``[[tasks]]``) also its kind, class names, sizes and carve."""
+    defined = {t.get("name"): t for t in inputs.spec.get("task_definitions") or []}
+    if task not in defined:
+        return f"{task} (metric: {inputs.metric_of(task)})"
+    data = (((inputs.study or {}).get("provenance") or {}).get("tasks") or {}).get(task) or {}
+    parts = [f"metric: {inputs.metric_of(task)}", f"the user's own {defined[task].get('kind', 'task')} task"]
+    if data.get("labels"):
+        parts.append("classes " + ", ".join(map(str, data["labels"])))
+    if "n_train" in data:
+        split = " (carved from train, stratified)" if data.get("carved_validation") else ""
+        parts.append(f"{data['n_train']} train / {data['n_validation']} validation rows{split}")
+    if data.get("duplicates"):
+        parts.append(f"{data['duplicates']} validation texts also in train, which inflates its scores")
+    return f"{task} ({'; '.join(parts)})"
 
 
 def _model_paragraph(inputs: ReportInputs) -> str:

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from freezestats.exceptions import StorageError
 
 __all__ = [
     "ITEM_COLUMNS",
     "RUN_KEYS",
+    "USER_ITEM_COLUMNS",
     "export_item_predictions",
     "item_predictions",
     "load_item_table",
@@ -32,6 +35,9 @@ RUN_KEYS = ["trial", "task", "frozen_layers", "train_size", "subset_draw", "seed
 #: of each stored checkpoint (``best`` scores ``best_dev``, ``heldout`` ``heldout``, ``final`` ``final_dev``).
 ITEM_COLUMNS = [*RUN_KEYS, "idx", "label", "half", "prediction_best", "prediction_heldout", "prediction_final"]
 #: (``arm`` and ``arm_level`` follow them when the results table has them: a study with ``[[arms]]``.)
+USER_ITEM_COLUMNS = ["row_id", "label_name"]
+"""A user task's item columns, after the others when its runs stored them: the user's row id of the item and its
+class name (``label`` holds the class code)."""
 
 
 def item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.DataFrame:
@@ -56,15 +62,28 @@ def item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.Data
                 f"The predictions of trial {run.trial} ({path.name}) are not in {folder}; copy the study's artifact "
                 "folder along with its database (default: <db>.artifacts beside it)."
             )
+        user = [c for c in USER_ITEM_COLUMNS if c in pq.read_schema(path).names]
         frame = pd.read_parquet(
-            path, columns=["idx", "label", "half", "prediction_best", "prediction_heldout", "prediction"]
+            path, columns=["idx", "label", "half", "prediction_best", "prediction_heldout", "prediction", *user]
         ).rename(columns={"prediction": "prediction_final"})
         for key in [*RUN_KEYS, *arm_keys]:
             frame[key] = getattr(run, key)
         frames.append(frame)
     if not frames:
         raise StorageError("No run of the results table has stored per-example predictions.")
-    return pd.concat(frames, ignore_index=True)[[*ITEM_COLUMNS, *arm_keys]]
+    table = pd.concat(frames, ignore_index=True)
+    user = [c for c in USER_ITEM_COLUMNS if c in table.columns]
+    if "row_id" in table.columns:
+        table["row_id"] = _one_type(table["row_id"])
+    return table[[*ITEM_COLUMNS, *arm_keys, *user]]
+
+
+def _one_type(ids: pd.Series) -> pd.Series:
+    """Row ids of one type, as a parquet column needs: integers (nullable) when every id is one, else strings."""
+    known = ids.dropna()
+    if all(isinstance(v, (int, np.integer)) for v in known):
+        return ids.astype("Int64")
+    return ids.map(lambda v: None if pd.isna(v) else str(v))
 
 
 def study_item_predictions(

@@ -29,6 +29,7 @@ from freezestats.training.predictions import checkpoint_counts, predictions_fram
 if TYPE_CHECKING:
     from freezestats.encoder.prefix_cache import PrefixCache
     from freezestats.spec.groups import GroupSpec
+    from freezestats.tasks.taskdata import TaskData
     from freezestats.training._encoding import EncodedSplit
     from freezestats.training._outcome import RunOutcome
 
@@ -167,7 +168,7 @@ def _task_record(
     regression = task.data.task.is_regression
     labels = validation.labels
     baseline = majority_baseline(metric, train.labels, labels, regression)
-    frame = predictions_frame(outcome.checkpoints, labels, task.select_idx)
+    frame = _with_user_names(predictions_frame(outcome.checkpoints, labels, task.select_idx), task.data)
     suffix = "" if task_name == cell.task else f"_{task_name}"
     return _record(
         prepared,
@@ -233,6 +234,17 @@ def _record(
         arm_kind=None if cell.arm is None else arm.name,
         arm_options=arm.options() if cell.arm is not None else {},
     )
+
+
+def _with_user_names(frame: pd.DataFrame, data: TaskData) -> pd.DataFrame:
+    """A user task's predictions keep its row ids (``row_id``) and class names (``label_name``)."""
+    if data.origin is None:
+        return frame
+    frame.insert(1, "row_id", data.origin.validation_ids)
+    names = data.task.label_names
+    if names is not None:
+        frame.insert(3, "label_name", [names[int(code)] for code in frame["label"]])
+    return frame
 
 
 def upload_predictions(artifact_store: Any, trial: optuna.Trial, frame: pd.DataFrame, suffix: str = "") -> str:
