@@ -21,13 +21,22 @@ from typing import Any
 from freezestats import __version__
 from freezestats.cli.analysis import _Analyze, _Report
 from freezestats.cli.base import _Command
-from freezestats.cli.study import _Export, _Run, _Status, _Validate, _Worker
+from freezestats.cli.study import _Export, _Init, _Run, _Status, _Validate, _Worker
 from freezestats.exceptions import DataWarning, FreezestatsError, RenamedWarning
 
 __all__ = ["main"]
 
 
-_COMMANDS: tuple[_Command, ...] = (_Validate(), _Run(), _Worker(), _Status(), _Export(), _Analyze(), _Report())
+_COMMANDS: tuple[_Command, ...] = (
+    _Init(),
+    _Validate(),
+    _Run(),
+    _Worker(),
+    _Status(),
+    _Export(),
+    _Analyze(),
+    _Report(),
+)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,4 +1,5 @@
-"""The study commands: ``validate``, ``run``, ``worker``, ``status`` and ``export`` (create, run and list a study).
+"""The study commands: ``init``, ``validate``, ``run``, ``worker``, ``status`` and ``export`` (write, run and list a
+study).
 
 Argument parsing and printing only: each ``take_action`` calls one library function (imported inside it, so that
 ``--help`` stays fast) and prints what it returned.
@@ -18,7 +19,55 @@ if TYPE_CHECKING:
     from freezestats.runner import RunReport
     from freezestats.tasks.taskdata import TaskData
 
-__all__ = ["_Export", "_Run", "_Status", "_Validate", "_Worker"]
+__all__ = ["_Export", "_Init", "_Run", "_Status", "_Validate", "_Worker"]
+
+
+class _Init(_Command):
+    name = "init"
+    help = "read your labelled data (CSV, TSV, JSONL, Parquet) and write a ready, commented study spec for it"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--train", required=True, help="the training file (.csv, .tsv, .jsonl or .parquet)")
+        parser.add_argument("--validation", help="the validation file (default: carved from train, stratified)")
+        parser.add_argument("--text", required=True, help="the text column")
+        parser.add_argument("--text-pair", help="a second text column, for a sentence-pair task")
+        parser.add_argument("--label", required=True, help="the label column: class names or ints, or a number")
+        parser.add_argument("--model", default="minilm-l6", help="HF id, local path or minilm-l6 (default)")
+        parser.add_argument("-o", "--output", default="spec.toml", help="the spec to write (default spec.toml)")
+        parser.add_argument("--name", help="the study's and task's name (default: from the train file's name)")
+        parser.add_argument("--kind", choices=("binary", "multiclass", "regression"), help="default: from the labels")
+        parser.add_argument("--id-column", help="a column of row ids, kept with every per-item prediction")
+
+    def take_action(self, args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from freezestats.encoder.backbone import n_layers_of
+        from freezestats.spec.init import InitRequest, describe_data, write_init_spec
+
+        request = InitRequest(
+            train=Path(args.train),
+            text=args.text,
+            label=args.label,
+            output=Path(args.output),
+            validation=Path(args.validation) if args.validation else None,
+            text_pair=args.text_pair,
+            model=args.model,
+            name=args.name,
+            kind=args.kind,
+            id_column=args.id_column,
+        )
+        if Path(args.output).exists():  # before the model and the data are read
+            raise SpecError(f"{args.output} already exists; choose another -o, or remove it first.")
+        result = write_init_spec(request, n_layers_of(args.model))
+        print(f"Wrote {args.output}: study '{result.name}', {result.n_runs} runs.")
+        for line in describe_data(result.data):
+            print(f"  {line}")
+        storage = f"sqlite:///{result.name}.db"
+        print("Next:")
+        print(f"  freezestats validate {args.output} --list-cells")
+        print(f"  freezestats run --study {args.output} --storage {storage}")
+        print(f"  freezestats report --storage {storage} -o {result.name}-report/")
+        return 0
 
 
 class _Validate(_Command):
