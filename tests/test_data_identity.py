@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _user_data import rows, user_spec, write
+from _user_data import rows, task_table, user_spec, write
 
 from freezestats.cli.main import main
 from freezestats.exceptions import StorageError
@@ -113,3 +113,14 @@ def test_a_moved_project_resumes_its_study(study: dict, tmp_path: Path) -> None:
     stored = _stored(study["storage"])["freezestats_spec"]["task_definitions"][0]
     assert stored["root"] == str(moved)  # workers read the data from its new place
     assert len(results_table(load_study(open_storage(study["storage"]), None))) == 2
+
+
+def test_a_changed_task_definition_is_refused(
+    study: dict, tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changed = user_spec(study["folder"], tiny_model, task_table(metrics=["macro_f1", "accuracy"]))
+    assert _run(changed, study["storage"]) == 2
+    err = capsys.readouterr().err
+    assert "Changed: task tickets.metrics: ['accuracy', 'macro_f1'] -> ['macro_f1', 'accuracy']" in err
+    assert _run(changed, study["storage"], "--extend") == 2  # not an extension either
+    assert "task tickets.metrics" in capsys.readouterr().err
