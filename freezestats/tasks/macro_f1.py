@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from freezestats.tasks.metric_inputs import as_pair
+
 __all__ = ["macro_f1"]
 
 
@@ -32,17 +34,7 @@ def macro_f1(pred: Sequence | np.ndarray, ref: Sequence | np.ndarray) -> float:
     >>> macro_f1([0, 1, 2, 2], [0, 1, 1, 2])
     0.7777777777777777
     """
-    p = np.asarray(pred)
-    r = np.asarray(ref)
-    if p.ndim != 1 or r.ndim != 1:  # the checks and messages of freezestats.tasks.metrics._as_pair
-        raise ValueError(f"predictions and references must be 1-D, but got pred.shape={p.shape}, ref.shape={r.shape}.")
-    if p.shape[0] != r.shape[0]:
-        raise ValueError(
-            "predictions and references must have the same length, "
-            f"but got len(pred)={p.shape[0]} and len(ref)={r.shape[0]}."
-        )
-    if p.shape[0] == 0:
-        raise ValueError("metrics need at least one example, but got empty predictions and references.")
+    p, r = as_pair(pred, ref)
     classes = np.union1d(p, r)
     scores = []
     for k in classes:

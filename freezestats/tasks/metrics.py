@@ -31,6 +31,7 @@ from scipy.stats import rankdata
 from freezestats.exceptions import SpecError
 from freezestats.tasks.curve import CurveSummary, summarize_curve
 from freezestats.tasks.macro_f1 import macro_f1
+from freezestats.tasks.metric_inputs import as_pair as _as_pair
 
 __all__ = [
     "CLASSIFICATION_METRICS",
@@ -57,26 +58,6 @@ _CONSTANT_STD = 1e-8
 # --------------------------------------------------------------------------------------------------
 # Input checking
 # --------------------------------------------------------------------------------------------------
-
-
-def _as_pair(pred: Sequence | np.ndarray, ref: Sequence | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``pred`` and ``ref`` as 1-D arrays of equal, non-zero length.
-
-    Metrics on misaligned arrays silently compute garbage (numpy broadcasting would even accept a
-    length-1 ``pred``), so shape problems are errors rather than something to be coerced.
-    """
-    p = np.asarray(pred)
-    r = np.asarray(ref)
-    if p.ndim != 1 or r.ndim != 1:
-        raise ValueError(f"predictions and references must be 1-D, but got pred.shape={p.shape}, ref.shape={r.shape}.")
-    if p.shape[0] != r.shape[0]:
-        raise ValueError(
-            "predictions and references must have the same length, "
-            f"but got len(pred)={p.shape[0]} and len(ref)={r.shape[0]}."
-        )
-    if p.shape[0] == 0:
-        raise ValueError("metrics need at least one example, but got empty predictions and references.")
-    return p, r
 
 
 def _is_constant(x: np.ndarray) -> bool:
