@@ -26,6 +26,12 @@ beside the true cost), and, from as many studies of ``null_at_margin(0.01)`` (ev
 and per size. ``task|collapse`` and ``task|none`` split the task-level coverage by whether any of the contrast's
 runs collapsed; ``--collapse 0`` runs the same cell means with no collapsed runs. The Monte Carlo band of a 95%
 coverage from N studies is +-1.96 sqrt(0.95 * 0.05 / N).
+
+The runs' ``failed`` flags are the analysis's own (``flag_failures``, the binomial rule against the majority
+rate on the scored half, as ``freezestats analyze`` judges an accuracy task), not the simulator's knowledge of
+which runs collapsed: a deep depth that scores near the majority rate is flagged too, as in real tables. Where a
+task has failed runs the contrasts are two-part (:mod:`freezestats.stats.items.task_two_part`); ``two-part``
+is the share of contrasts estimated so.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import pandas as pd
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed
+from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.simulation.realistic import (
@@ -64,7 +71,7 @@ MARGIN = 0.01
 NULL_OFFSET = 1_000_000  # the null studies' generator seeds: study i draws rng=NULL_OFFSET + i
 COVERAGES = ("task", "seed_task", "seed_items", "model_task", "model_items")
 LABELS = {"task": "task", "seed_task": "seed>task", "seed_items": "seed>items", "model_task": "model>task",
-          "model_items": "model>items"}  # fmt: skip
+          "model_items": "model>items", "two_part": "two-part"}  # fmt: skip
 _TASKS: dict[str, RealisticTask] = {}  # the two scenarios made concrete, once per process
 
 
@@ -78,7 +85,7 @@ def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
     """One study of each scenario: per contrast, which intervals cover which truth and whether the depth is shown
     non-inferior (``alternative``), and per contrast of the null study whether it is (``null``)."""
     study = simulate_realistic(_TASKS["alternative"], rng=index)
-    runs, items = study.results, study.items
+    runs, items = _flagged(study.results), study.items
     task = task_level_contrasts(runs, items, response="heldout", metric="accuracy")
     seed = task_level_contrasts(runs, None, response="heldout", metric="accuracy", population="evaluation_set")
     shown = task_noninferiority(task, margin=MARGIN).set_index(["train_size", "frozen_layers"])["noninferior"]
@@ -94,7 +101,7 @@ def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
         key = (int(row["train_size"]), int(row["frozen_layers"]))
         rows.append({"study": index, "train_size": key[0], "frozen_layers": key[1],
                      "truth_task": study.truth_task[key], "truth_items": study.truth_items[key],
-                     "collapse": collapsed[key],
+                     "collapse": collapsed[key], "two_part": row["method"] != "all runs",
                      "task": bool(covered[i]), "noninferior": bool(shown[key])})  # fmt: skip
     frame = pd.DataFrame(rows).set_index(["train_size", "frozen_layers"])
     for name, table in (("seed", seed), ("model", model)):
@@ -106,9 +113,17 @@ def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
     return frame.reset_index().to_dict("records"), _null_study(index), error
 
 
+def _flagged(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with the analysis's failure flags (the binomial rule on the scored half) in ``failed``; the
+    simulator's collapse flag moves to ``collapsed``."""
+    flags = flag_failures(runs, checkpoint="heldout", rule="binomial").to_numpy()
+    return runs.assign(collapsed=runs["failed"].to_numpy(), failed=flags)
+
+
 def _collapsed(runs: pd.DataFrame) -> dict[tuple[int, int], bool]:
     """Per contrast: whether any run of the depth or of the reference at that size collapsed."""
-    cell = runs.groupby(["train_size", "frozen_layers"])["failed"].any()
+    flag = "collapsed" if "collapsed" in runs.columns else "failed"
+    cell = runs.groupby(["train_size", "frozen_layers"])[flag].any()
     return {(int(n), int(k)): bool(v or cell[(n, 0)]) for (n, k), v in cell.items()}
 
 
@@ -116,10 +131,11 @@ def _null_study(index: int) -> list[dict]:
     """Per contrast of one study at the margin: whether the depth is shown non-inferior, and whether any of its
     runs collapsed."""
     null = simulate_realistic(_TASKS["null"], rng=NULL_OFFSET + index)
+    runs = _flagged(null.results)
     shown = task_noninferiority(
-        task_level_contrasts(null.results, null.items, response="heldout", metric="accuracy"), margin=MARGIN
+        task_level_contrasts(runs, null.items, response="heldout", metric="accuracy"), margin=MARGIN
     )
-    collapsed = _collapsed(null.results)
+    collapsed = _collapsed(runs)
     return [{"study": index, "train_size": int(r.train_size), "frozen_layers": int(r.frozen_layers),
              "noninferior": bool(r.noninferior), "collapse": collapsed[(int(r.train_size), int(r.frozen_layers))]}
             for r in shown.itertuples()]  # fmt: skip
@@ -173,7 +189,7 @@ def summarise(alt: pd.DataFrame, null: pd.DataFrame) -> list[dict]:
     (all of them, and those without a collapsed run in the contrast)."""
     cell = alt.groupby(["train_size", "frozen_layers"])
     out = cell.agg(truth_task=("truth_task", "mean"), n=("study", "size"), collapse=("collapse", "mean"),
-                   power=("noninferior", "mean"))  # fmt: skip
+                   power=("noninferior", "mean"), two_part=("two_part", "mean"))  # fmt: skip
     for name in COVERAGES:
         out[name] = cell[name].mean() if name in alt else np.nan
     split = alt.groupby(["train_size", "frozen_layers", "collapse"])["task"].mean().unstack()
@@ -196,7 +212,7 @@ def report(result: dict) -> str:
         " showing the depth non-inferior; collapse = share of studies with a collapsed run in the contrast; null ="
         " share of studies at the margin showing it non-inferior (null|none: of those without a collapsed run)",
     ]
-    names = [*COVERAGES, "task_collapse", "task_none", "collapse", "power", "null", "null_none"]
+    names = [*COVERAGES, "task_collapse", "task_none", "collapse", "two_part", "power", "null", "null_none"]
     header = ["n", "depth", "truth", *[LABELS.get(c, c.replace("_", "|")) for c in names]]
     widths = [max(len(h), 7) for h in header]
     lines.append("  ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)))

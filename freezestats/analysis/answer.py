@@ -124,6 +124,8 @@ def _task_answer(
     items = None if o.items is None else o.items[(o.items["task"] == task) & o.items["trial"].isin(runs["trial"])]
     population = "task" if items is not None and not items.empty else "evaluation_set"
 
+    kept: dict[str, pd.DataFrame] = {}
+
     def tests() -> pd.DataFrame:
         nonlocal population
         try:
@@ -138,10 +140,31 @@ def _task_answer(
             contrasts = task_level_contrasts(
                 runs, None, response=o.response, metric=metric, reference=o.reference, population=population
             )
+        kept["contrasts"] = contrasts
         return task_noninferiority(contrasts, margin=margin)
 
     attempt("noninferiority", task, tests)
     _record_answer(result, task, population, "paired")
+    if "contrasts" in kept:
+        _seeds_needed(result, attempt, kept["contrasts"], task, margin)
+
+
+def _seeds_needed(
+    result: Analysis, attempt: Callable[..., None], contrasts: pd.DataFrame, task: str, margin: float
+) -> None:
+    """Seeds per cell for 80% power of the task-level answer, per (size, depth), the SDs' uncertainty included
+    (:mod:`freezestats.stats.inference.task_power`): table ``task_power``, settings ``seeds_needed``."""
+    from freezestats.stats.inference.task_power import seeds_needed, task_power
+
+    attempt("task_power", task, lambda: task_power(contrasts, margin=margin, n_sim=1000))
+    table = result.tables.get("task_power")
+    if table is None or not (table["task"] == task).any():
+        return
+    need = seeds_needed(table[table["task"] == task].drop(columns="task"))
+    result.settings.setdefault("seeds_needed", {})[task] = {
+        str(size): {str(r.frozen_layers): (int(r.seeds) if r.reached else None) for r in part.itertuples()}
+        for size, part in need.groupby("train_size")
+    }
 
 
 def _record_answer(result: Analysis, task: str, population: str, source: str) -> None:

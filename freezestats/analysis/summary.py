@@ -94,15 +94,30 @@ def summary_lines(analysis: Analysis) -> list[str]:
                 for size, v in per_size.items()
             ]
             lines.append(
-                f"  seeds per cell for 80% power (Δ={s['delta']}, Holm within size; margin "
-                f"{s['margins'].get(task)}; SDs taken as known): " + "; ".join(parts)
+                f"  seeds per cell for 80% power of the mixed model's tests (Δ={s['delta']}, Holm within size; "
+                f"margin {s['margins'].get(task)}; SDs taken as known): " + "; ".join(parts)
             )
+        lines.extend(_seeds_needed_line(s.get("seeds_needed", {}).get(task), s["margins"].get(task)))
     pooled = analysis.tables.get("task_interaction_test")
     if pooled is not None:
         r = pooled.iloc[0]
         lines.append(f"[all tasks] does freezing act differently per task? {_test_text(r)}")
     lines.extend(f"warning: {w}" for w in analysis.warnings)
     return lines
+
+
+def _seeds_needed_line(needed: dict | None, margin: float | None) -> list[str]:
+    """The task-level answer's seeds per cell for 80% power, per size and depth (``settings["seeds_needed"]``)."""
+    if not needed:
+        return []
+    parts = [
+        f"n={size}: " + ", ".join(f"{depth}: {seeds or '>40'}" for depth, seeds in by_depth.items())
+        for size, by_depth in needed.items()
+    ]
+    return [
+        f"  seeds per cell for 80% power of the task-level answer (frozen depth: seeds, a depth with no true cost, "
+        f"margin {margin}; the SDs' uncertainty included): " + "; ".join(parts)
+    ]
 
 
 def _other_answers(analysis: Analysis, task: str) -> list[str]:

@@ -62,7 +62,14 @@ from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
 from freezestats.stats.inference.emm import _design_rows
 from freezestats.stats.models.mixed import fit_mixed
 
-__all__ = ["TWO_PART_COLUMNS", "failures_within_cells", "two_part_contrasts"]
+__all__ = [
+    "TWO_PART_COLUMNS",
+    "failed_mean",
+    "failure_sides",
+    "failures_within_cells",
+    "joined_se",
+    "two_part_contrasts",
+]
 
 TWO_PART_COLUMNS = [
     "train_size", "frozen_layers", "reference", "estimate", "se", "df", "ci_low", "ci_high", "p_val",
@@ -126,11 +133,11 @@ def two_part_contrasts(
     rows = []
     for size in sorted(set(sizes)):
         at = failed & (sizes == size)
-        b_size = _failed_mean(values[at]) if at.any() else _failed_mean(values[failed])
+        b_size = failed_mean(values[at]) if at.any() else failed_mean(values[failed])
 
         def cell(level: int, run_var: float, size: int = size, b_size: tuple = b_size) -> _Cell:
             here = (sizes == size) & (levels == level)
-            b = _failed_mean(values[failed & here]) if (failed & here).any() else b_size
+            b = failed_mean(values[failed & here]) if (failed & here).any() else b_size
             row, h, v = _healthy_part(healthy, values, failed, here, level, size, b, run_var)
             all_failed = not (here & ~failed).any()
             use = here & (failed if all_failed else ~failed)
@@ -180,7 +187,7 @@ def failures_within_cells(
     return False
 
 
-def _failed_mean(scores: np.ndarray) -> tuple[float, float, float]:
+def failed_mean(scores: np.ndarray) -> tuple[float, float, float]:
     """Mean of failed runs' scores, the variance of that mean and its df (n - 1); (0, 0, inf) for none.
 
     With no failure P(fail) is exactly 0 and the failed mean has no weight; 0.0 keeps the arithmetic finite.
@@ -254,19 +261,21 @@ def _healthy_part(healthy, values, failed, here, level, size, b, run_var) -> tup
 
 def _contrast(size: int, k: _Cell, ref: _Cell, healthy, confidence: float) -> dict:
     """m_k - m_0 with a lower and an upper SE: the healthy part (and the failed means) symmetric, the failure
-    part from :func:`_failure_sides`, joined per side (module docstring)."""
+    part from :func:`failure_sides`, joined per side (module docstring)."""
     (b_k, v_b, df_b), (b_0, v_b0, df_b0) = k.failed, ref.failed
     estimate = (1 - k.p) * k.healthy + k.p * b_k - ((1 - ref.p) * ref.healthy + ref.p * b_0)
     weights = (1.0 if k.all_failed else 1 - k.p, 1.0 if ref.all_failed else 1 - ref.p)
     v_healthy, df_healthy = _healthy_variance(k, ref, weights, healthy)
     # a cell without healthy runs has its failed runs in the healthy part already (weight 1, h = b)
     v_b_parts = [(0.0 if c.all_failed else c.p**2 * v, d) for c, v, d in ((k, v_b, df_b), (ref, v_b0, df_b0))]
-    v_fail, low, high = _failure_sides(k, ref, (b_k - k.healthy, b_0 - ref.healthy), confidence)
+    v_fail, low, high = failure_sides(
+        ((k.p, k.p_row), (ref.p, ref.p_row)), (b_k - k.healthy, b_0 - ref.healthy), confidence
+    )
     known = [(v_healthy, df_healthy), *v_b_parts]
-    se, df = _joined(known, v_fail)
+    se, df = joined_se(known, v_fail)
     z = stats.norm.ppf(0.5 + confidence / 2)
-    se_lower, df_lower = _joined(known, (low / z) ** 2)
-    se_upper, df_upper = _joined(known, (high / z) ** 2)
+    se_lower, df_lower = joined_se(known, (low / z) ** 2)
+    se_upper, df_upper = joined_se(known, (high / z) ** 2)
     facing_zero = (se_lower, df_lower) if estimate >= 0 else (se_upper, df_upper)
     with np.errstate(invalid="ignore"):
         p_val = float(2 * stats.t.sf(abs(estimate) / facing_zero[0], facing_zero[1]))
@@ -296,12 +305,16 @@ def _healthy_variance(k: _Cell, ref: _Cell, weights: tuple[float, float], health
     return w_k**2 * k.healthy_var + w_0**2 * ref.healthy_var, 4.0
 
 
-def _failure_sides(k: _Cell, ref: _Cell, gaps: tuple[float, float], confidence: float) -> tuple[float, float, float]:
+def failure_sides(
+    cells: tuple[tuple[float, tuple | None], tuple[float, tuple | None]], gaps: tuple[float, float], confidence: float
+) -> tuple[float, float, float]:
     """The failure part F = p_k (b_k - h_k) - p_0 (b_0 - h_0): its delta-method variance and the lower and upper
     half-widths of its interval (``gaps`` are the two brackets). Each P gets a Wilson interval at its effective
     number of runs, the two terms join by MOVER with their correlation, and each side is at least the delta
-    method's half-width (module docstring). Cells whose P is 0 or 1 by rule add nothing."""
-    known = [(cell.p, cell.p_row, sign * gap) for cell, sign, gap in ((k, 1, gaps[0]), (ref, -1, gaps[1]))]
+    method's half-width (module docstring). ``cells`` are the depth's and the reference's ``(P, p_row)``, with
+    ``p_row`` as :func:`~freezestats.stats.failures.pooled_rates.pooled_failure_probabilities` gives it; cells
+    whose P is 0 or 1 by rule (``p_row`` None) add nothing."""
+    known = [(p, row, sign * gap) for (p, row), sign, gap in zip(cells, (1, -1), gaps, strict=True)]
     known = [(p, r, w) for p, r, w in known if r is not None]
     if not known:
         return 0.0, 0.0, 0.0
@@ -346,7 +359,7 @@ def _wilson(p: float, n: float, z: float) -> tuple[float, float]:
     return max(centre - half, 0.0), min(centre + half, 1.0)
 
 
-def _joined(known: list[tuple[float, float]], v_normal: float) -> tuple[float, float]:
+def joined_se(known: list[tuple[float, float]], v_normal: float) -> tuple[float, float]:
     """SE and Welch–Satterthwaite df of a sum of independent parts: ``known`` (variance, df) pairs plus one
     normal part; NaN SE where there is no variance at all (no interval, never a zero-width one)."""
     var = sum(v for v, _ in known) + v_normal

@@ -77,7 +77,10 @@ def task_noninferiority(
     if missing:
         raise ModelFitError(f"task_noninferiority: `contrasts` lacks {missing} (task_level_contrasts' columns).")
     table = order_by_depth(contrasts)
-    estimate, se, df = (table[c].to_numpy(dtype=float) for c in ("estimate", "se", "df"))
+    # a two-part contrast's interval is not symmetric (a failure rate near 0 has room above it only): the test
+    # of a lower bound reads the lower side
+    lower_side = [c if c in table else plain for c, plain in (("se_lower", "se"), ("df_lower", "df"))]
+    estimate, se, df = (table[c].to_numpy(dtype=float) for c in ("estimate", *lower_side))
     with np.errstate(divide="ignore", invalid="ignore"):
         t_stat = np.where(se > 0, (estimate + margin) / np.where(se > 0, se, 1.0), np.sign(estimate + margin) * np.inf)
     p_val = stats.t.sf(t_stat, df)

@@ -42,6 +42,7 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats.items.task_two_part import FailureParts, failure_parts, with_failure_part
 from freezestats.stats.items.uncertainty import PAIR_KEYS, item_variance, run_pseudo_values
 
 __all__ = ["POPULATIONS", "TASK_CONTRAST_COLUMNS", "crossed_contrast", "task_level_contrasts"]
@@ -68,10 +69,22 @@ TASK_CONTRAST_COLUMNS = [
     "item_share",
     "ci_low",
     "ci_high",
+    "se_lower",
+    "df_lower",
+    "se_upper",
+    "df_upper",
+    "p_fail",
+    "p_fail_reference",
     "n_pairs",
     "n_items",
     "population",
+    "method",
 ]
+
+#: How a contrast was estimated, in ``method``: no run of the task failed; the healthy pairs plus the failure
+#: part (:mod:`freezestats.stats.items.task_two_part`); the depth's runs whole against the healthy reference
+#: runs, plus the reference's failure part; or, with fewer than two healthy reference runs, all the pairs.
+METHODS = ("paired", "two-part", "two-part, depth whole", "all runs")
 
 
 def crossed_contrast(differences: np.ndarray, per_seed: np.ndarray | None = None) -> dict[str, float]:
@@ -153,19 +166,20 @@ def task_level_contrasts(
     if population == "task" and items is None:
         raise ModelFitError("task_level_contrasts: population='task' needs the runs' per-item predictions.")
     phi = run_pseudo_values(items, response, metric) if population == "task" else {}
+    try:
+        parts = failure_parts(runs, response)
+    except ModelFitError:  # a failure pattern the GLMM cannot fit: every contrast from all its pairs
+        parts = None
     rows = []
     for size, at_size in runs.groupby("train_size", sort=True):
         for depth in sorted(set(at_size["frozen_layers"].astype(int)) - {int(reference)}):
             pairs = _pairs(at_size, depth, reference, response)
-            units = pairs.groupby("draw")["difference"].mean() if pairs["draw"].nunique() > 1 else pairs["difference"]
-            if len(units) < 2:
+            if len(_units(pairs)) < 2:
                 continue
-            if population == "task":
-                out = crossed_contrast(_item_differences(pairs, phi, size, depth), per_seed=units.to_numpy())
-            else:
-                out = _seed_only(units.to_numpy())
+            out = _contrast(pairs, phi, (int(size), depth, int(reference)), parts, population, confidence)
+            lower = stats.t.ppf(0.5 + confidence / 2, out["df_lower"]) * out["se_lower"]
+            upper = stats.t.ppf(0.5 + confidence / 2, out["df_upper"]) * out["se_upper"]
             var = out["se"] ** 2
-            crit = stats.t.ppf(0.5 + confidence / 2, out["df"])
             rows.append(
                 {
                     "train_size": int(size),
@@ -173,9 +187,8 @@ def task_level_contrasts(
                     "reference": int(reference),
                     **out,
                     "item_share": out["se_item"] ** 2 / var if var > 0 else 0.0,
-                    "ci_low": out["estimate"] - crit * out["se"],
-                    "ci_high": out["estimate"] + crit * out["se"],
-                    "n_pairs": len(pairs),
+                    "ci_low": out["estimate"] - lower,
+                    "ci_high": out["estimate"] + upper,
                     "n_items": out.get("n_items", 0) if population == "task" else 0,
                     "population": population,
                 }
@@ -183,6 +196,44 @@ def task_level_contrasts(
     if not rows:
         raise ModelFitError("task_level_contrasts: no depth has two or more runs paired with the reference's.")
     return pd.DataFrame(rows)[TASK_CONTRAST_COLUMNS]
+
+
+def _contrast(
+    pairs: pd.DataFrame,
+    phi: dict[int, pd.Series],
+    cell: tuple[int, int, int],
+    parts: FailureParts | None,
+    population: Population,
+    confidence: float,
+) -> dict:
+    """One contrast (``cell`` is size, depth, reference): the healthy pairs' plus the failure part where the task
+    has failed runs (the depth whole where its runs mostly failed), else all the pairs (``method``, :data:`METHODS`)."""
+    size, depth, _ = cell
+    method, use = "paired", pairs
+    if parts is not None:
+        both, reference_healthy = pairs[~(pairs["failed"] | pairs["failed_ref"])], pairs[~pairs["failed_ref"]]
+        method, use = "all runs", pairs
+        if len(_units(both)) >= 2:
+            method, use = "two-part", both
+        elif len(_units(reference_healthy)) >= 2:
+            method, use = "two-part, depth whole", reference_healthy
+    units = _units(use).to_numpy()
+    if population == "task":
+        out = crossed_contrast(_item_differences(use, phi, size, depth), per_seed=units)
+    else:
+        out = _seed_only(units)
+    out["n_pairs"] = len(use)
+    if method != "all runs" and parts is not None:
+        whole = method == "two-part, depth whole"
+        return {**with_failure_part(out, parts, cell, confidence, whole_depth=whole), "method": method}
+    return {**out, "se_lower": out["se"], "df_lower": out["df"], "se_upper": out["se"], "df_upper": out["df"],
+            "p_fail": 0.0, "p_fail_reference": 0.0, "method": method}  # fmt: skip
+
+
+def _units(pairs: pd.DataFrame) -> pd.Series:
+    """The contrast's independent units: the per-seed differences, or their per-draw means with several subset
+    draws (seeds of one draw share its subset)."""
+    return pairs.groupby("draw")["difference"].mean() if pairs["draw"].nunique() > 1 else pairs["difference"]
 
 
 def _pairs(at_size: pd.DataFrame, depth: int, reference: int, response: str) -> pd.DataFrame:
@@ -200,8 +251,17 @@ def _pairs(at_size: pd.DataFrame, depth: int, reference: int, response: str) -> 
             "trial_ref": ref["trial"].astype(int).to_numpy(),
             "draw": draws,
             "difference": level[response].astype(float).to_numpy() - ref[response].astype(float).to_numpy(),
+            "failed": _flags(level),
+            "failed_ref": _flags(ref),
         }
     )
+
+
+def _flags(cell: pd.DataFrame) -> np.ndarray:
+    """The runs' failure flags (all False where the table has none)."""
+    if "failed" not in cell.columns:
+        return np.zeros(len(cell), dtype=bool)
+    return cell["failed"].fillna(False).astype(bool).to_numpy()
 
 
 def _item_differences(pairs: pd.DataFrame, phi: dict[int, pd.Series], size: object, depth: int) -> np.ndarray:

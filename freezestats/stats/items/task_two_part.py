@@ -1,0 +1,133 @@
+r"""The task-level contrast when some runs fail: the healthy runs paired by seed and item, the failure rates apart.
+
+A collapsed run predicts the majority class on every item, tens of points below a healthy one, so a cell's
+scores are a healthy spread plus, now and then, a far outlier. With 5 seeds a cell shows none three times in
+four even when a quarter of its runs would collapse, and the paired seed x item interval of
+:func:`~freezestats.stats.items.task_level.crossed_contrast` then has no trace of the failure mode in its
+spread: on the realistic simulator (``bench/coverage_task_level.py``) it covered the task-level truth of deep
+freezes at 100-500 examples 0.86-0.92 of the time, and the answer's familywise error at the margin was 0.117.
+When a collapse *is* in the sample the same interval is far too wide (coverage 0.99-1.0). Both are the mixture,
+so the contrast models its two parts where each is estimable, as
+:mod:`freezestats.stats.failures.two_part` does for the mixed model:
+
+.. math:: m_{kn} - m_{0n} = (h_{kn} - h_{0n}) + p_{kn}(b_{kn} - h_{kn}) - p_{0n}(b_{0n} - h_{0n})
+
+with :math:`h` a cell's healthy mean, :math:`b` its failed runs' mean (the size's where the cell has none) and
+:math:`p` its failure probability. The decomposition holds for any rule that splits runs into healthy and failed,
+so it is exact for the analysis's own flags (the binomial rule against the majority rate).
+
+* **The healthy difference** :math:`h_k - h_0` is the crossed seed x item contrast of the *pairs where both
+  runs are healthy*: paired by seed and by item, from the two cells alone, as without failures. Its variance
+  is weighted by :math:`(1 - \bar p)^2`, the share of the score the healthy part carries.
+* **The failure part** takes :math:`p` from the binomial GLMM that pools depths, sizes and cells
+  (:func:`~freezestats.stats.failures.pooled_rates.pooled_failure_probabilities`: a depth's rate is estimated
+  with the others' help, as 5 runs cannot show a rate of 10%), and its interval from
+  :func:`~freezestats.stats.failures.two_part.failure_sides` (Wilson at the effective number of runs, MOVER
+  over the two terms): not symmetric, since a rate near 0 has room above it and none below.
+
+The pooling is in the failure rates only, never in the healthy contrast's variance: a depth's healthy interval
+is still its own two cells'. A depth with fewer than two healthy pairs (most of its runs failed, or flagged as
+failed because it scores at the majority rate) enters whole against the reference's healthy runs, with the
+reference's failure part only; with fewer than two healthy reference runs the contrast is the crossed contrast
+of all its pairs, as before. ``method`` says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
+from freezestats.stats.failures.two_part import failed_mean, failure_sides, joined_se
+
+__all__ = ["FailureParts", "failure_parts", "with_failure_part"]
+
+Cell = tuple[int, int]  # (frozen_layers, train_size), as pooled_failure_probabilities keys its cells
+
+
+@dataclass(frozen=True)
+class FailureParts:
+    """Per cell of one task: P(fail) with its linear-predictor row, the failed runs' mean (with its variance and
+    df) and the healthy runs' mean; what :func:`with_failure_part` needs beside the healthy pairs."""
+
+    p: dict[Cell, float]
+    p_rows: dict[Cell, tuple[np.ndarray, np.ndarray] | None]
+    failed: dict[Cell, tuple[float, float, float]]
+    healthy: dict[Cell, float]
+
+
+def failure_parts(runs: pd.DataFrame, response: str) -> FailureParts | None:
+    """The failure model of one task's runs (boolean ``failed`` column), or None when no run failed: then every
+    P is 0 and the contrasts need no failure part.
+
+    The GLMM is fitted once on every run of the task, so each depth's rate borrows from the other depths and
+    sizes (module docstring). Where it cannot be fitted (a degenerate failure pattern) this raises
+    :class:`ModelFitError`, and the caller falls back to the contrasts of all runs.
+    """
+    if "failed" not in runs.columns:
+        return None
+    failed = runs["failed"].fillna(False).astype(bool).to_numpy()
+    if not failed.any():
+        return None
+    p, p_rows = pooled_failure_probabilities(runs, failed)
+    values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
+    cells = list(zip(runs["frozen_layers"].astype(int), runs["train_size"].astype(int), strict=True))
+    frame = pd.DataFrame({"cell": cells, "size": [n for _, n in cells], "y": values, "failed": failed})
+    study_failed = failed_mean(values[failed])
+    by_size = {n: failed_mean(at["y"].to_numpy()) for n, at in frame[frame["failed"]].groupby("size")}
+    failed_means, healthy = {}, {}
+    for cell, at in frame.groupby("cell", sort=False):
+        down = at.loc[at["failed"], "y"].to_numpy()
+        failed_means[cell] = failed_mean(down) if len(down) else by_size.get(cell[1], study_failed)
+        up = at.loc[~at["failed"], "y"]
+        healthy[cell] = float(up.mean()) if len(up) else float("nan")
+    return FailureParts(p={tuple(map(int, k)): v for k, v in p.items()},
+                        p_rows={tuple(map(int, k)): v for k, v in p_rows.items()},
+                        failed=failed_means, healthy=healthy)  # fmt: skip
+
+
+def with_failure_part(
+    healthy_pairs: dict[str, float],
+    parts: FailureParts,
+    cell: tuple[int, int, int],
+    confidence: float,
+    whole_depth: bool = False,
+) -> dict[str, float]:
+    """The contrast of ``depth`` with ``reference`` at ``size``: the healthy pairs' contrast (``estimate, se,
+    df`` and their seed and item parts, from the crossed or the seed-only contrast) plus the failure part.
+
+    Returns the healthy pairs' keys with ``estimate, se, df`` replaced by the whole contrast's, plus the lower
+    and upper SEs and df of its asymmetric interval (``se_lower, df_lower, se_upper, df_upper``) and both cells'
+    P(fail): the interval is ``estimate - t se_lower .. estimate + t se_upper``, and a non-inferiority test reads
+    the lower side. ``cell`` is (size, depth, reference).
+
+    ``whole_depth``: the pairs are those whose *reference* run is healthy, and the depth's runs enter whole, failed
+    ones included (a depth whose runs mostly fail, e.g. one that scores at the majority rate and is flagged by the
+    binomial rule: it has no healthy mean to speak of). Its difference to the healthy reference then estimates
+    :math:`m_k - h_0`, and only the reference's failure part is added.
+    """
+    size, depth, reference = cell
+    k, r = (depth, size), (reference, size)
+    p_k, p_0 = (0.0 if whole_depth else parts.p[k]), parts.p[r]
+    row_k = None if whole_depth else parts.p_rows[k]
+    (b_k, v_bk, df_bk), (b_0, v_b0, df_b0) = parts.failed[k], parts.failed[r]
+    h_k, h_0 = (0.0 if whole_depth else parts.healthy[k]), parts.healthy[r]
+    if not (np.isfinite(h_k) and np.isfinite(h_0)):
+        raise ModelFitError(f"frozen_layers={depth} or the reference at train_size={size} has no healthy run.")
+    estimate = healthy_pairs["estimate"] + p_k * (b_k - h_k) - p_0 * (b_0 - h_0)
+    weight = 1.0 - (p_k + p_0) / 2
+    known = [(weight**2 * healthy_pairs["se"] ** 2, healthy_pairs["df"]), (p_k**2 * v_bk, df_bk),
+             (p_0**2 * v_b0, df_b0)]  # fmt: skip
+    v_fail, low, high = failure_sides(((p_k, row_k), (p_0, parts.p_rows[r])), (b_k - h_k, b_0 - h_0),
+                                      confidence)  # fmt: skip
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    se, df = joined_se(known, v_fail)
+    se_lower, df_lower = joined_se(known, (low / z) ** 2)
+    se_upper, df_upper = joined_se(known, (high / z) ** 2)
+    return {**healthy_pairs, "estimate": float(estimate), "se": se, "df": df, "se_lower": se_lower,
+            "df_lower": df_lower, "se_upper": se_upper, "df_upper": df_upper, "p_fail": p_k,
+            "p_fail_reference": p_0}  # fmt: skip

@@ -1,0 +1,112 @@
+"""The task-level contrast with failed runs modelled apart (freezestats.stats.items.task_two_part).
+
+The pieces are recomputed here from their definitions (the pooled failure GLMM, the cells' healthy and failed
+means, the healthy pairs' crossed contrast) and compared with what ``task_level_contrasts`` returns.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
+from freezestats.stats.inference.task_family import task_noninferiority
+from freezestats.stats.items.task_level import crossed_contrast, task_level_contrasts
+from freezestats.stats.items.uncertainty import run_pseudo_values
+from freezestats.stats.simulation.realistic import blog_shaped, realistic_task, simulate_realistic
+
+
+@cache
+def _study(rng: int = 7) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One simulated blog-shaped SST-2 study with collapsed runs (the simulator's flags), sizes 100..1000."""
+    study = simulate_realistic(realistic_task(blog_shaped()), rng=rng)
+    keep = study.results["train_size"] >= 100
+    runs = study.results[keep].reset_index(drop=True)
+    return runs, study.items[study.items["trial"].isin(runs["trial"])]
+
+
+def _contrasts(runs: pd.DataFrame, items: pd.DataFrame | None, population: str = "task") -> pd.DataFrame:
+    table = task_level_contrasts(runs, items, response="heldout", metric="accuracy", population=population)
+    return table.set_index(["train_size", "frozen_layers"])
+
+
+def test_without_failed_runs_every_contrast_is_paired_and_symmetric() -> None:
+    runs, items = _study()
+    table = _contrasts(runs.assign(failed=False), items)
+    assert (table["method"] == "paired").all() and (table["p_fail"] == 0).all()
+    assert np.array_equal(table["se_lower"], table["se"]) and np.array_equal(table["se_upper"], table["se"])
+
+
+def test_the_estimate_is_the_healthy_pairs_plus_the_failure_part() -> None:
+    runs, items = _study()
+    assert runs["failed"].any()
+    table = _contrasts(runs, items)
+    p, _ = pooled_failure_probabilities(runs, runs["failed"].to_numpy())
+    phi = run_pseudo_values(items, "heldout", "accuracy")
+    checked = 0
+    for (size, depth), row in table[table["method"] == "two-part"].iterrows():
+        at = runs[runs["train_size"] == size]
+        k, ref = (at[at["frozen_layers"] == d].set_index("seed") for d in (depth, 0))
+        both = k.index[~k["failed"] & ~ref.loc[k.index, "failed"]]
+        healthy = crossed_contrast(
+            np.vstack([phi[k.at[s, "trial"]].to_numpy() - phi[ref.at[s, "trial"]].to_numpy() for s in both]),
+            per_seed=(k.loc[both, "heldout"] - ref.loc[both, "heldout"]).to_numpy(),
+        )
+        failed_at = at.loc[at["failed"], "heldout"]
+        parts = []
+        for cell in (k, ref):
+            b = cell.loc[cell["failed"], "heldout"].mean() if cell["failed"].any() else failed_at.mean()
+            parts.append(
+                p[(int(cell["frozen_layers"].iloc[0]), int(size))] * (b - cell.loc[~cell["failed"], "heldout"].mean())
+            )
+        assert row["estimate"] == pytest.approx(healthy["estimate"] + parts[0] - parts[1], abs=1e-12)
+        assert row["se_seed"] == pytest.approx(healthy["se_seed"], rel=1e-12)
+        assert row["n_pairs"] == len(both)
+        t = stats.t.ppf(0.975, row["df_lower"])
+        assert row["ci_low"] == pytest.approx(row["estimate"] - t * row["se_lower"], rel=1e-12)
+        checked += 1
+    assert checked >= 10
+
+
+def test_a_reference_that_showed_no_failure_still_carries_its_failure_rate() -> None:
+    """Five healthy reference runs do not show that its rate is 0: the pooled rate is above 0, and the contrast's
+    interval is wider than its healthy pairs' alone (the seed x item part)."""
+    runs, items = _study()
+    table = _contrasts(runs, items)
+    clean = runs.groupby("train_size").apply(lambda at: not at.loc[at["frozen_layers"] == 0, "failed"].any())
+    sizes = clean[clean].index
+    assert len(sizes) > 0
+    rows = table[table.index.get_level_values("train_size").isin(sizes) & (table["method"] == "two-part")]
+    assert len(rows) and (rows["p_fail_reference"] > 0).all()
+    assert (rows["se_lower"] > np.hypot(rows["se_seed"], rows["se_item"])).all()
+
+
+def test_a_depth_whose_runs_all_failed_enters_whole_against_the_healthy_reference() -> None:
+    runs, items = _study()
+    size = 500
+    here = (runs["train_size"] == size) & (runs["frozen_layers"] == 6)
+    runs = runs.assign(failed=runs["failed"] | here)
+    row = _contrasts(runs, items, population="evaluation_set").loc[(size, 6)]
+    assert row["method"] == "two-part, depth whole" and row["p_fail"] == 0.0
+    at = runs[runs["train_size"] == size]
+    k, ref = (at[at["frozen_layers"] == d].set_index("seed") for d in (6, 0))
+    healthy_ref = ref.index[~ref["failed"]]
+    p, _ = pooled_failure_probabilities(runs, runs["failed"].to_numpy())
+    b_0 = ref.loc[ref["failed"], "heldout"].mean() if ref["failed"].any() else at.loc[at["failed"], "heldout"].mean()
+    gap = ref.loc[healthy_ref, "heldout"].mean() - b_0
+    expected = (k.loc[healthy_ref, "heldout"] - ref.loc[healthy_ref, "heldout"]).mean() + p[(0, size)] * gap
+    assert row["estimate"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_the_noninferiority_test_reads_the_lower_side() -> None:
+    base = pd.DataFrame({"train_size": [100], "frozen_layers": [2], "reference": [0], "estimate": [0.0],
+                         "se": [0.01], "df": [10.0], "se_seed": [0.01], "se_item": [0.0], "ci_low": [-0.02],
+                         "ci_high": [0.02], "population": ["task"]})  # fmt: skip
+    symmetric = task_noninferiority(base, margin=0.02)
+    lopsided = task_noninferiority(base.assign(se_lower=0.03, df_lower=10.0, se_upper=0.01, df_upper=10.0), margin=0.02)
+    assert symmetric["noninferior"].item() and not lopsided["noninferior"].item()
+    assert lopsided["lower"].item() == pytest.approx(-stats.t.ppf(0.95, 10) * 0.03, rel=1e-12)
