@@ -34,6 +34,12 @@ def _contrasts(runs: pd.DataFrame, items: pd.DataFrame | None, population: str =
     return table.set_index(["train_size", "frozen_layers"])
 
 
+def _rates(runs: pd.DataFrame, depth: int) -> dict:
+    """P(fail) per cell from the pooled GLMM of ``depth``'s and the reference's runs (every size)."""
+    own = runs[runs["frozen_layers"].isin([0, depth])]
+    return pooled_failure_probabilities(own, own["failed"].to_numpy())[0]
+
+
 def test_without_failed_runs_every_contrast_is_paired_and_symmetric() -> None:
     runs, items = _study()
     table = _contrasts(runs.assign(failed=False), items)
@@ -45,11 +51,11 @@ def test_the_estimate_is_the_healthy_pairs_plus_the_failure_part() -> None:
     runs, items = _study()
     assert runs["failed"].any()
     table = _contrasts(runs, items)
-    p, _ = pooled_failure_probabilities(runs, runs["failed"].to_numpy())
     phi = run_pseudo_values(items, "heldout", "accuracy")
     checked = 0
     for (size, depth), row in table[table["method"] == "two-part"].iterrows():
-        at = runs[runs["train_size"] == size]
+        p = _rates(runs, depth)
+        at = runs[(runs["train_size"] == size) & runs["frozen_layers"].isin([0, depth])]  # the pair's runs only
         k, ref = (at[at["frozen_layers"] == d].set_index("seed") for d in (depth, 0))
         both = k.index[~k["failed"] & ~ref.loc[k.index, "failed"]]
         healthy = crossed_contrast(
@@ -57,6 +63,9 @@ def test_the_estimate_is_the_healthy_pairs_plus_the_failure_part() -> None:
             per_seed=(k.loc[both, "heldout"] - ref.loc[both, "heldout"]).to_numpy(),
         )
         failed_at = at.loc[at["failed"], "heldout"]
+        if failed_at.empty:  # no failed run of the pair at this size: the pair's failed runs at every size
+            pair = runs[runs["frozen_layers"].isin([0, depth])]
+            failed_at = pair.loc[pair["failed"], "heldout"]
         parts = []
         for cell in (k, ref):
             b = cell.loc[cell["failed"], "heldout"].mean() if cell["failed"].any() else failed_at.mean()
@@ -92,10 +101,10 @@ def test_a_depth_whose_runs_all_failed_enters_whole_against_the_healthy_referenc
     runs = runs.assign(failed=runs["failed"] | here)
     row = _contrasts(runs, items, population="evaluation_set").loc[(size, 6)]
     assert row["method"] == "two-part, depth whole" and row["p_fail"] == 0.0
-    at = runs[runs["train_size"] == size]
+    at = runs[(runs["train_size"] == size) & runs["frozen_layers"].isin([0, 6])]  # the pair's runs only
     k, ref = (at[at["frozen_layers"] == d].set_index("seed") for d in (6, 0))
     healthy_ref = ref.index[~ref["failed"]]
-    p, _ = pooled_failure_probabilities(runs, runs["failed"].to_numpy())
+    p = _rates(runs, 6)
     b_0 = ref.loc[ref["failed"], "heldout"].mean() if ref["failed"].any() else at.loc[at["failed"], "heldout"].mean()
     gap = ref.loc[healthy_ref, "heldout"].mean() - b_0
     expected = (k.loc[healthy_ref, "heldout"] - ref.loc[healthy_ref, "heldout"]).mean() + p[(0, size)] * gap
@@ -110,3 +119,13 @@ def test_the_noninferiority_test_reads_the_lower_side() -> None:
     lopsided = task_noninferiority(base.assign(se_lower=0.03, df_lower=10.0, se_upper=0.01, df_upper=10.0), margin=0.02)
     assert symmetric["noninferior"].item() and not lopsided["noninferior"].item()
     assert lopsided["lower"].item() == pytest.approx(-stats.t.ppf(0.95, 10) * 0.03, rel=1e-12)
+
+
+def test_a_depths_contrast_with_failures_does_not_move_with_the_other_depths() -> None:
+    """Issue 28 with failed runs: each depth's failure rates come from its and the reference's runs only."""
+    runs, items = _study()
+    full = _contrasts(runs, items).xs(5, level="frozen_layers")
+    keep = runs["frozen_layers"].isin([0, 5])
+    alone = _contrasts(runs[keep], items[items["trial"].isin(runs.loc[keep, "trial"])]).xs(5, level="frozen_layers")
+    assert (full["p_fail_reference"] > 0).all()
+    pd.testing.assert_frame_equal(alone, full, check_exact=True)

@@ -229,6 +229,29 @@ def power_section(analysis: Analysis) -> list[str]:
     for task, sizes in sorted(per_size.items()):
         cells = [f"{v['detect_delta'] or '>20'} / {v['noninferior'] or '>20'}" for v in sizes.values()]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    return [*lines, "", *task_power_section(analysis)]
+
+
+def task_power_section(analysis: Analysis) -> list[str]:
+    """Seeds per cell for the default (task-level) answer, per depth: simulated from each depth's own contrast,
+    the SDs' uncertainty included (settings["seeds_needed"])."""
+    needed = analysis.settings.get("seeds_needed", {})
+    if not needed:
+        return []
+    sizes = list(next(iter(needed.values())))
+    lines = readme_findings.table_head(
+        "**Seeds per cell for 80% power of the answer for the task** (show a depth with no true cost non-inferior "
+        "at the margin, at the level the graphical procedure first gives it; simulated from each depth's own "
+        "per-seed spread with that spread's uncertainty, its dev-set items' part and its failure part; >40: not "
+        "within 40 seeds, mostly because more seeds do not shrink the items' part):",
+        ["task", "frozen", *(f"n = {n}" for n in sizes)],
+        "ll" + "r" * len(sizes),
+    )
+    for task, by_size in sorted(needed.items()):
+        depths = sorted({int(d) for row in by_size.values() for d in row})
+        for depth in depths:
+            cells = [str(by_size.get(n, {}).get(str(depth)) or ">40") for n in sizes]
+            lines.append(f"| {task} | {depth} | " + " | ".join(cells) + " |")
     return lines
 
 

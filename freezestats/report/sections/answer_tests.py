@@ -3,11 +3,13 @@ parts, so a reader sees how much of the uncertainty the one evaluation set carri
 
 from __future__ import annotations
 
+import pandas as pd
+
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.tables import present, sorted_cells
 from freezestats.report.writer import Writer, task_table
 
-__all__ = ["answer_tests_table", "item_uncertainty_table"]
+__all__ = ["answer_tests_table", "item_uncertainty_table", "seeds_needed_table"]
 
 
 def answer_tests_table(inputs: ReportInputs, w: Writer, task: str) -> str:
@@ -17,14 +19,17 @@ def answer_tests_table(inputs: ReportInputs, w: Writer, task: str) -> str:
     if table is None or "se_item" not in table.columns:
         return ""
     population = str(table["population"].iloc[0]) if "population" in table.columns else "evaluation_set"
+    side = table["se_lower"] if "se_lower" in table.columns else table["se"]
+    failures = (side**2 - table["se_seed"] ** 2 - table["se_item"] ** 2).clip(lower=0) ** 0.5
     shown = present(
-        sorted_cells(table.assign(share=table["se_item"] ** 2 / table["se"].where(table["se"] > 0) ** 2)),
+        sorted_cells(table.assign(share=table["se_item"] ** 2 / side.where(side > 0) ** 2, se_fail=failures)),
         {
             "train_size": "train size",
             "frozen_layers": "frozen",
             "estimate": "difference",
             "se_seed": "SE seeds",
             "se_item": "SE items",
+            "se_fail": "SE failures",
             "share": "items' share",
             "ci_low": "95% low",
             "ci_high": "95% high",
@@ -34,14 +39,37 @@ def answer_tests_table(inputs: ReportInputs, w: Writer, task: str) -> str:
         },
     )
     about = "the task (new seeds and new evaluation items)" if population == "task" else "this evaluation set"
-    return w.table(
+    tests = w.table(
         shown,
         f"{task}-answer-tests",
         f"{task}: the answer's tests, each depth against full fine-tuning on its own runs paired by seed and by "
         f"item; the intervals speak of {about}. SE seeds: the per-seed differences' (paired t); SE items: the "
-        "evaluation items' part; 95% low/high: per comparison; bound: one-sided, at the level the task's "
-        "graphical procedure finally gave the test (non-inferior exactly when it is above −margin); p adj.: "
-        "the procedure's adjusted p.",
+        "evaluation items' part; SE failures: the failed runs' part on the bound's side (the two cells' failure "
+        "rates, pooled over the task's cells; 0 where no run of the task failed); 95% low/high: per comparison; "
+        "bound: one-sided, at the level the task's graphical procedure finally gave the test (non-inferior "
+        "exactly when it is above −margin); p adj.: the procedure's adjusted p.",
+    )
+    return tests + seeds_needed_table(inputs, w, task)
+
+
+def seeds_needed_table(inputs: ReportInputs, w: Writer, task: str) -> str:
+    """Seeds per cell for 80% power of the task-level answer (``settings["seeds_needed"]``), a row per size and
+    a column per depth; empty where the analysis has none."""
+    needed = inputs.analysis.settings.get("seeds_needed", {}).get(task)
+    if not needed:
+        return ""
+    rows = [
+        {"train size": str(size), **{f"frozen {depth}": str(seeds or ">40") for depth, seeds in by_depth.items()}}
+        for size, by_depth in needed.items()
+    ]
+    margin = inputs.analysis.settings.get("margins", {}).get(task)
+    return "\n\n" + w.table(
+        pd.DataFrame(rows).fillna("–"),
+        f"{task}-seeds-needed",
+        f"{task}: seeds per cell for 80% power of the task-level answer: how many seeds would show a depth with no "
+        f"true cost non-inferior within the margin ({margin}), at the level the task's graphical procedure first "
+        "gives its test, simulated from that depth's own per-seed spread with the spread's uncertainty (5 seeds "
+        "leave it wide), its items' part (which more seeds do not shrink: hence '>40') and its failure part.",
     )
 
 

@@ -43,6 +43,8 @@ TASK_NONINFERIORITY_COLUMNS = [
     "ci_high",
     "population",
 ]
+#: Carried from a two-part contrast (failed runs modelled apart) where the contrasts have them.
+_FAILURE_COLUMNS = ["se_lower", "p_fail", "p_fail_reference", "method"]
 
 
 def task_noninferiority(
@@ -69,7 +71,8 @@ def task_noninferiority(
         adjusted p value: shown exactly when ``p_adj <= alpha``), the seed and item parts of ``se``, the
         per-comparison two-sided interval and the population the numbers speak of. ``alpha`` is each test's
         final local level and ``lower`` the one-sided bound at it, so ``noninferior`` is ``lower > -margin``;
-        ``tested`` is always true (no depth is skipped).
+        ``tested`` is always true (no depth is skipped). Two-part contrasts also carry ``se_lower`` (the side the
+        bound uses), both cells' ``p_fail`` and their ``method``.
     """
     if not margin > 0 or not 0 < alpha < 0.5:
         raise ModelFitError(f"task_noninferiority: need margin > 0 and 0 < alpha < 0.5, got {margin!r}, {alpha!r}.")
@@ -102,4 +105,4 @@ def task_noninferiority(
         alpha=result.local_alpha,
         family=family,
         p_adj=result.p_adjusted,
-    )[TASK_NONINFERIORITY_COLUMNS]
+    )[TASK_NONINFERIORITY_COLUMNS + [c for c in _FAILURE_COLUMNS if c in table]]

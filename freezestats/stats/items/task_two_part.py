@@ -19,16 +19,17 @@ so it is exact for the analysis's own flags (the binomial rule against the major
 * **The healthy difference** :math:`h_k - h_0` is the crossed seed x item contrast of the *pairs where both
   runs are healthy*: paired by seed and by item, from the two cells alone, as without failures. Its variance
   is weighted by :math:`(1 - \bar p)^2`, the share of the score the healthy part carries.
-* **The failure part** takes :math:`p` from the binomial GLMM that pools depths, sizes and cells
-  (:func:`~freezestats.stats.failures.pooled_rates.pooled_failure_probabilities`: a depth's rate is estimated
-  with the others' help, as 5 runs cannot show a rate of 10%), and its interval from
+* **The failure part** takes :math:`p` from the binomial GLMM that pools sizes and cells
+  (:func:`~freezestats.stats.failures.pooled_rates.pooled_failure_probabilities`, fitted on the depth's and the
+  reference's runs at every size: 5 runs cannot show a rate of 10%, so a cell's rate is estimated with its
+  depth's other sizes and the reference's help, never with other depths'), and its interval from
   :func:`~freezestats.stats.failures.two_part.failure_sides` (Wilson at the effective number of runs, MOVER
   over the two terms): not symmetric, since a rate near 0 has room above it and none below.
 
-The pooling is in the failure rates only, never in the healthy contrast's variance: a depth's healthy interval
-is still its own two cells'. A depth with fewer than two healthy pairs (most of its runs failed, or flagged as
-failed because it scores at the majority rate) enters whole against the reference's healthy runs, with the
-reference's failure part only; with fewer than two healthy reference runs the contrast is the crossed contrast
+The pooling is in the failure rates only, over the two depths' sizes, never over other depths: a depth's contrast is
+the same whichever other depths the study ran. A depth with fewer than two healthy pairs (most of its runs failed,
+or flagged as failed because it scores at the majority rate) enters whole against the reference's healthy runs, with
+the reference's failure part only; with fewer than two healthy reference runs the contrast is the crossed contrast
 of all its pairs, as before. ``method`` says which.
 """
 
@@ -64,9 +65,9 @@ def failure_parts(runs: pd.DataFrame, response: str) -> FailureParts | None:
     """The failure model of one task's runs (boolean ``failed`` column), or None when no run failed: then every
     P is 0 and the contrasts need no failure part.
 
-    The GLMM is fitted once on every run of the task, so each depth's rate borrows from the other depths and
-    sizes (module docstring). Where it cannot be fitted (a degenerate failure pattern) this raises
-    :class:`ModelFitError`, and the caller falls back to the contrasts of all runs.
+    ``runs`` are the depth's and the reference's runs at every size (module docstring). Where it cannot be fitted (a
+    degenerate failure pattern) this raises :class:`ModelFitError`, and the caller falls back to the contrasts of
+    all runs.
     """
     if "failed" not in runs.columns:
         return None
