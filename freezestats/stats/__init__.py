@@ -28,6 +28,9 @@ from freezestats.stats.inference.emm import contrasts_vs_reference, equivalence_
 from freezestats.stats.inference.noninferiority import default_margin, noninferiority_sequence, reference_beats_baseline
 from freezestats.stats.inference.paired import paired_contrasts
 from freezestats.stats.inference.power import power_by_simulation, seeds_for_power
+from freezestats.stats.inference.task_family import task_noninferiority
+from freezestats.stats.inference.task_power import seeds_needed, task_power
+from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.lee.operating_point import operating_point, relative_scores
 from freezestats.stats.lee.ratio_tests import lee_ratio_tests
 from freezestats.stats.models.glmm import GlmmFit, fit_glmm, marginal_accuracy
@@ -73,9 +76,13 @@ __all__ = [
     "relative_scores",
     "seed_spread",
     "seeds_for_power",
+    "seeds_needed",
     "simulate_results",
     "spread_test",
     "task_interaction_test",
+    "task_level_contrasts",
+    "task_noninferiority",
+    "task_power",
     "true_cell_means",
 ]
 
