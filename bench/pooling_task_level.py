@@ -2,6 +2,7 @@
 
     python bench/pooling_task_level.py                 # 100 studies of blog_shaped(), ~6 min on 2 cores
     python bench/pooling_task_level.py --studies 20
+    python bench/pooling_task_level.py --pool-all-depths   # the rates from one GLMM of every depth, to compare
 
 Each simulated study (``freezestats.stats.simulation.realistic.blog_shaped``: collapsed runs, depth x seed
 interaction, a finite evaluation set; failure flagged by the analysis's binomial rule) is analysed twice per
@@ -28,7 +29,9 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.stats.failures.rates import flag_failures
+from freezestats.stats.items import task_level
 from freezestats.stats.items.task_level import task_level_contrasts
+from freezestats.stats.items.task_two_part import failure_parts
 from freezestats.stats.simulation.realistic import blog_shaped, realistic_task, simulate_realistic
 
 MARGIN = 0.01
@@ -55,13 +58,27 @@ def one_study(task, index: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+class _AllDepths(task_level._FailureModels):
+    """The alternative this bench compares with: every depth's failure rates from one GLMM of all the task's runs."""
+
+    def __call__(self, depth: int) -> object:
+        if not self._fitted:
+            self._fitted[0] = failure_parts(self._runs, self._response)
+        return self._fitted[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=100)
+    parser.add_argument("--pool-all-depths", action="store_true", help="rates from one GLMM of every depth")
     args = parser.parse_args()
+    if args.pool_all_depths:
+        task_level._FailureModels = _AllDepths  # the library's per-depth models, swapped for the comparison
     started = time.perf_counter()
     task = realistic_task(blog_shaped())
     frame = pd.concat([one_study(task, i) for i in range(args.studies)], ignore_index=True)
+    rates = "one GLMM of every depth" if args.pool_all_depths else "each depth's and the reference's runs (default)"
+    print(f"failure rates from {rates}")
     print(f"bench/pooling_task_level.py: {args.studies} studies of blog_shaped(), 5 seeds, margin {MARGIN}; "
           f"{platform.processor() or platform.machine()}, {time.perf_counter() - started:.0f} s")  # fmt: skip
     print("per size: share of contrasts whose verdict at a fixed level (97.5% bound > -margin) differs between")

@@ -129,3 +129,14 @@ def test_a_depths_contrast_with_failures_does_not_move_with_the_other_depths() -
     alone = _contrasts(runs[keep], items[items["trial"].isin(runs.loc[keep, "trial"])]).xs(5, level="frozen_layers")
     assert (full["p_fail_reference"] > 0).all()
     pd.testing.assert_frame_equal(alone, full, check_exact=True)
+
+
+def test_a_contrast_without_spread_is_not_shown_and_has_no_bound() -> None:
+    """CoLA at 50 examples: every run of both cells at MCC 0, so the difference is 0 with SE 0. That is no
+    evidence of non-inferiority (it was once reported as shown, p < 0.001)."""
+    base = pd.DataFrame({"train_size": [50, 50], "frozen_layers": [1, 2], "reference": [0, 0], "estimate": [0.0, 0.0],
+                         "se": [0.0, 0.01], "df": [4.0, 4.0], "se_seed": [0.0, 0.01], "se_item": [0.0, 0.0],
+                         "ci_low": [0.0, -0.03], "ci_high": [0.0, 0.03], "population": ["task", "task"]})  # fmt: skip
+    table = task_noninferiority(base, margin=0.02).set_index("frozen_layers")
+    assert not table.loc[1, "noninferior"] and table.loc[1, "p_val"] == 1.0 and np.isnan(table.loc[1, "lower"])
+    assert np.isfinite(table.loc[2, "lower"])

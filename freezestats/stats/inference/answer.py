@@ -10,6 +10,7 @@ separately from them (the tests' numbers against R, the sentences against their 
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from freezestats.exceptions import ModelFitError
@@ -136,10 +137,15 @@ def _answer_statement(deepest: int | None, part: pd.DataFrame, size: int, margin
     if deepest is not None:
         return f"{_depth_phrase(deepest)} is non-inferior to {against} within {_points(margin)} at n = {size}"
     first = part.iloc[0]
+    bound = float(first["lower"])
+    why = (
+        f"has lower bound {bound:.4f} against -{margin:g}"
+        if np.isfinite(bound)
+        else "has no spread to bound: every run of it and of the reference scored the same"
+    )
     return (
         f"no frozen depth was shown non-inferior to {against} within {_points(margin)} at n = {size} (the first "
-        f"depth of the sequence, frozen_layers={int(first['frozen_layers'])}, has lower bound "
-        f"{float(first['lower']):.4f} against -{margin:g})"
+        f"depth of the sequence, frozen_layers={int(first['frozen_layers'])}, {why})"
     )
 
 

@@ -84,9 +84,12 @@ def task_noninferiority(
     # of a lower bound reads the lower side
     lower_side = [c if c in table else plain for c, plain in (("se_lower", "se"), ("df_lower", "df"))]
     estimate, se, df = (table[c].to_numpy(dtype=float) for c in ("estimate", *lower_side))
+    # A contrast with no spread at all (every run of both cells scored the same, e.g. all at the constant
+    # predictor) carries no evidence: it is tested with p = 1 and has no bound, never a zero-width one.
+    spread = np.isfinite(se) & (se > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t_stat = np.where(se > 0, (estimate + margin) / np.where(se > 0, se, 1.0), np.sign(estimate + margin) * np.inf)
-    p_val = stats.t.sf(t_stat, df)
+        t_stat = np.where(spread, (estimate + margin) / np.where(spread, se, 1.0), np.nan)
+    p_val = np.where(spread, stats.t.sf(t_stat, df), 1.0)
     weights, transitions = depth_sequence_graph(
         table["train_size"].to_numpy(), depth_rank(table["frozen_layers"].to_numpy()), first_share
     )
@@ -96,7 +99,7 @@ def task_noninferiority(
     sizes = int(table["train_size"].nunique())
     family = f"{FAMILY_PROCEDURE}; familywise alpha={alpha:g} over {len(table)} tests at {sizes} sizes"
     return table.assign(
-        lower=estimate - crit * se,
+        lower=np.where(spread, estimate - crit * se, np.nan),
         margin=float(margin),
         t=t_stat,
         p_val=p_val,
