@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from freezestats.exceptions import SpecError
+from freezestats.spec.adaptive import AdaptiveSpec, parse_adaptive
 from freezestats.spec.arms import ArmSpec, ArmVariant, parse_arms
 from freezestats.spec.grid import FULL, GridSpec, parse_grid
 from freezestats.spec.groups import GroupSpec, parse_groups
@@ -83,6 +84,8 @@ class StudySpec:
     """The ``[[arms]]`` tables; empty for a single-arm study (``[model] freezing`` + ``grid.frozen_layers``)."""
     task_definitions: tuple[TaskConfig, ...] = ()
     """The user's own tasks among ``tasks`` (``[[tasks]]`` tables or task files, :mod:`freezestats.spec.tasks`)."""
+    adaptive: AdaptiveSpec | None = None
+    """``[adaptive]``: seeds allocated in rounds until each depth is decided; ``None``: every cell runs every seed."""
     description: str = ""
     version: int = SPEC_VERSION
     source: str = field(default="", compare=False)
@@ -134,6 +137,8 @@ class StudySpec:
             del data["grid"]["frozen_layers"]  # each arm lists its own levels
         else:  # likewise for `arms`
             del data["arms"]
+        data.pop("adaptive")  # likewise for `adaptive`
+        data |= {"adaptive": self.adaptive.stored_form()} if self.adaptive else {}
         data["primary_metric"] = dict(sorted(self.primary_metric.items()))
         return data
 
@@ -244,6 +249,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         plugins=plugins,
         arms=arms,
         task_definitions=definitions,
+        adaptive=parse_adaptive(p, raw, grid, len(tasks) + len(groups)),
         description=p.string(raw.get("description", ""), "description"),
         version=version,
         source=source,
@@ -252,7 +258,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
 
 _TOP_LEVEL_KEYS = {
     "version", "name", "description", "tasks", "model", "grid", "training", "lr_search", "metrics", "execution",
-    "plugins", "groups", "arms",
+    "plugins", "groups", "arms", "adaptive",
 }  # fmt: skip
 
 

@@ -1,0 +1,131 @@
+"""The spec's ``[adaptive]`` table: run seeds in rounds and stop a cell once its answer is known (issue 32).
+
+A study with this table spends its seeds where the answer is still open: every (task, train size, depth) cell
+first runs ``min_seeds`` seeds, then after each round the sequential non-inferiority test against the reference
+(frozen 0) decides each depth non-inferior, inferior or open, and only the open cells that can still close within
+``max_seeds`` get the next ``seeds_per_round`` seeds. The decisions themselves are the statistics'
+(:mod:`freezestats.stats.sequential`); this module only reads and checks the table, and says which seeds a cell
+draws, in which order. The spec may not import the statistics (they sit above it), so :meth:`AdaptiveSpec.plan_kwargs`
+hands the plan over as plain keywords.
+
+Kept apart from :mod:`freezestats.spec.study` because it is a table of its own with its own rules (what it can be
+combined with, how the budget relates to the grid); a spec without the table stores and hashes exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from freezestats.spec.grid import GridSpec
+from freezestats.spec.parser import _Parser
+
+__all__ = ["SPENDING", "AdaptiveSpec", "parse_adaptive"]
+
+SPENDING = ("obrien_fleming", "pocock")
+"""How the error rate is spent over the looks: O'Brien-Fleming (strict early looks) or Pocock (even)."""
+
+
+@dataclass(frozen=True)
+class AdaptiveSpec:
+    """How seeds are allocated in rounds: the non-inferiority margin and level, the seeds a cell may use, the budget.
+
+    ``budget``: the most runs (trials of grid cells) the whole study may use; ``None``: only ``max_seeds`` bounds it.
+    """
+
+    margin: float
+    alpha: float = 0.05
+    min_seeds: int = 2
+    max_seeds: int = 10
+    seeds_per_round: int = 1
+    budget: int | None = None
+    spending: str = "obrien_fleming"
+
+    def plan_kwargs(self) -> dict[str, Any]:
+        """The keywords of :class:`freezestats.stats.sequential.SequentialPlan` (the budget is the runner's)."""
+        return {
+            "margin": self.margin,
+            "alpha": self.alpha,
+            "min_seeds": self.min_seeds,
+            "max_seeds": self.max_seeds,
+            "seeds_per_round": self.seeds_per_round,
+            "spending": self.spending,
+        }
+
+    def stored_form(self) -> dict[str, Any]:
+        """What the study stores and hashes: every key, ``budget`` only when set (TOML has no null)."""
+        stored = {**self.plan_kwargs(), "budget": self.budget}
+        return {k: v for k, v in stored.items() if v is not None}
+
+    def seed_ladder(self, grid_seeds: tuple[int, ...]) -> tuple[int, ...]:
+        """The seeds a cell draws, in order: ``grid.seeds`` as listed, then the integers after their largest.
+
+        A cell that has run k seeds has run the first k of these, so that every cell's k-th seed is the same seed
+        and a decision step knows which cell to enqueue next without reading what any other worker is doing.
+        """
+        seeds = list(grid_seeds[: self.max_seeds])
+        after = max(grid_seeds) + 1
+        while len(seeds) < self.max_seeds:
+            seeds.append(after)
+            after += 1
+        return tuple(seeds)
+
+
+def parse_adaptive(p: _Parser, raw: Mapping[str, Any], grid: GridSpec, n_tasks: int) -> AdaptiveSpec | None:
+    """``[adaptive]``, or ``None`` without the table; checked against the grid it allocates seeds to."""
+    if "adaptive" not in raw:
+        return None
+    table = p.table(raw, "adaptive")
+    p.keys(table, "adaptive.", set(AdaptiveSpec.__dataclass_fields__))
+    d = AdaptiveSpec(margin=0.0)
+    margin = p.number(p.required(table, "margin", "adaptive."), "adaptive.margin", positive=True)
+    alpha = p.number(table.get("alpha", d.alpha), "adaptive.alpha", positive=True)
+    if alpha >= 0.5:
+        raise p.fail(f"`adaptive.alpha` must be < 0.5 (a one-sided level), but got alpha={alpha}")
+    min_seeds = p.integer(table.get("min_seeds", d.min_seeds), "adaptive.min_seeds", low=2)
+    max_seeds = p.integer(table.get("max_seeds", d.max_seeds), "adaptive.max_seeds", low=2)
+    if max_seeds < min_seeds:
+        raise p.fail(f"`adaptive.max_seeds` must be >= `adaptive.min_seeds`, but got {max_seeds} < {min_seeds}")
+    budget = table.get("budget")
+    spec = AdaptiveSpec(
+        margin=margin,
+        alpha=alpha,
+        min_seeds=min_seeds,
+        max_seeds=max_seeds,
+        seeds_per_round=p.integer(table.get("seeds_per_round", d.seeds_per_round), "adaptive.seeds_per_round", low=1),
+        budget=None if budget is None else p.integer(budget, "adaptive.budget", low=1),
+        spending=p.choice(table.get("spending", d.spending), "adaptive.spending", SPENDING),
+    )
+    _check_grid(p, spec, grid, raw, n_tasks)
+    return spec
+
+
+def _check_grid(p: _Parser, spec: AdaptiveSpec, grid: GridSpec, raw: Mapping[str, Any], n_tasks: int) -> None:
+    """What an adaptive study can be combined with (one run per cell and seed, against frozen 0), and its budget."""
+    if len(grid.seeds) > spec.max_seeds:
+        raise p.fail(
+            f"`grid.seeds` lists {len(grid.seeds)} seeds but `adaptive.max_seeds` is {spec.max_seeds}: a cell draws "
+            "its seeds from the list in order, so list at most max_seeds (the rest follow the largest)"
+        )
+    unsupported = [
+        ("arms" in raw, "[[arms]]"),
+        ("groups" in raw, "`groups`"),
+        (grid.order_seeds is not None, "`grid.order_seeds`"),
+        (grid.subset_draws != 1, "`grid.subset_draws` > 1"),
+        (grid.pair_encoding != ("cross",), "`grid.pair_encoding` other than ['cross']"),
+        (p.table(raw, "lr_search").get("mode", "none") != "none", "a learning-rate search (`lr_search.mode`)"),
+    ]
+    for present, what in unsupported:
+        if present:
+            raise p.fail(f"[adaptive] cannot be combined with {what} yet: an adaptive study runs one freeze grid")
+    if 0 not in grid.frozen_layers:
+        raise p.fail("[adaptive] needs 0 in `grid.frozen_layers`: every depth is compared with the full model")
+    if len(grid.frozen_layers) < 2:
+        raise p.fail("[adaptive] needs a depth other than 0 in `grid.frozen_layers`: there is nothing to compare")
+    first_round = n_tasks * len(grid.train_sizes) * len(grid.frozen_layers) * spec.min_seeds
+    if spec.budget is not None and spec.budget < first_round:
+        raise p.fail(
+            f"`adaptive.budget` must cover the first round ({first_round} runs: min_seeds={spec.min_seeds} for each "
+            f"of {first_round // spec.min_seeds} cells), but got budget={spec.budget}"
+        )
