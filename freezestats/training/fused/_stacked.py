@@ -1,0 +1,234 @@
+"""K BERT classifiers as one computation: parameters stacked where they train, shared where they are frozen.
+
+The K runs of a cell start from the same pretrained encoder; what differs is the head's initialisation (and,
+for an arm that re-initialises layers, those layers). So every parameter that trains is stacked into one
+tensor with a leading run dimension (``(K, *shape)``), and every frozen parameter is kept once: a frozen
+layer then runs as one large matrix product over all K runs' batches, a trained one as a batched product
+(``baddbmm``) over the K weight matrices. This is the forward pass of transformers' ``BertForSequenceClassification``
+written out (embeddings, blocks, pooler, classifier), operation for operation, so that a run computes what it
+computes alone; hidden states carry the run dimension first, ``(R, B, L, H)`` with ``R`` either K or 1 (one
+input shared by all runs: the validation set), broadcast where it meets stacked weights.
+
+Dropout draws each run's masks from that run's own generator, over that run's own (unpadded) batch shape, so a
+run's masks do not depend on which other runs share its batch. They are not the masks the same run draws
+alone (the unfused model draws from torch's global generator, in its own order), which is why fusion is
+shown equal to a lone run with dropout off and equivalent in distribution with it on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["RunDropout", "StackedBert", "stacking_blocker"]
+
+_PREFIX = "bert."
+
+
+def stacking_blocker(models: Sequence[nn.Module]) -> str | None:
+    """Why these K models cannot be stacked (``None``: they can): a BERT classifier with absolute positions,
+    every parameter a known one, the same parameters training in each, the frozen ones equal."""
+    first = models[0]
+    config = first.config
+    if type(first).__name__ != "BertForSequenceClassification":
+        return f"the fused trainer knows BERT classifiers only, not {type(first).__name__}"
+    if getattr(config, "position_embedding_type", "absolute") != "absolute":
+        return "the fused trainer knows absolute position embeddings only"
+    names = [name for name, _ in first.named_parameters()]
+    unknown = [name for name in names if not _known(name, config.num_hidden_layers)]
+    if unknown:
+        return f"parameters the fused trainer does not know (an adapter?): {unknown[:3]}"
+    reference = dict(first.named_parameters())
+    for model in models[1:]:
+        params = dict(model.named_parameters())
+        if list(params) != names:
+            return "the runs' models differ in their parameters"
+        for name, param in params.items():
+            if param.requires_grad != reference[name].requires_grad:
+                return f"the runs train different parameters ({name})"
+            if not param.requires_grad and not torch.equal(param, reference[name]):
+                return f"the runs' frozen parameter {name} differs"
+    return None
+
+
+def _known(name: str, n_layers: int) -> bool:
+    if name.startswith(("classifier.", _PREFIX + "embeddings.", _PREFIX + "pooler.")):
+        return True
+    parts = name.split(".")
+    return name.startswith(_PREFIX + "encoder.layer.") and int(parts[3]) < n_layers
+
+
+@dataclass
+class RunDropout:
+    """Dropout with one generator per run, each masking only its own run's unpadded positions.
+
+    ``lengths[k]`` is run k's batch length (its longest example): the positions beyond it are padding added
+    to stack it with longer batches, left unmasked so that run k draws as many numbers as it would alone.
+    """
+
+    generators: list[torch.Generator]
+    lengths: list[int]
+
+    def __call__(self, x: torch.Tensor, p: float, seq_dims: int) -> torch.Tensor:
+        """Drop ``p`` of ``x`` (``(K, B, ...)``); its last ``seq_dims`` dimensions before the features are
+        sequence positions (1 for hidden states, 2 for attention weights, 0 for pooled outputs)."""
+        if p <= 0:
+            return x
+        noise = torch.ones_like(x)
+        for k, (generator, length) in enumerate(zip(self.generators, self.lengths, strict=True)):
+            region = noise[k]
+            if seq_dims == 1:
+                region = region[:, :length]
+            elif seq_dims == 2:
+                region = region[..., :length, :length]
+            region.bernoulli_(1 - p, generator=generator)
+        return x * noise.div_(1 - p)
+
+    def keep(self, index: list[int]) -> None:
+        self.generators = [self.generators[i] for i in index]
+
+
+class StackedBert(nn.Module):
+    """K ``BertForSequenceClassification`` models whose frozen parameters are equal (see :func:`stacking_blocker`)."""
+
+    def __init__(self, models: Sequence[nn.Module]) -> None:
+        super().__init__()
+        first = models[0]
+        self.config = first.config
+        self.k = len(models)
+        self.weights: dict[str, torch.Tensor] = {}
+        self.stacked = nn.ParameterDict()
+        named = [dict(model.named_parameters()) for model in models]
+        for name, param in named[0].items():
+            if param.requires_grad:
+                stacked = nn.Parameter(torch.stack([params[name].detach() for params in named]).clone())
+                self.stacked[name.replace(".", "__")] = stacked
+                self.weights[name] = stacked
+            else:
+                self.weights[name] = param.detach()
+        self.n_layers = self.config.num_hidden_layers
+        self.heads = self.config.num_attention_heads
+        from transformers.activations import ACT2FN
+
+        self.act = ACT2FN[self.config.hidden_act]
+
+    def keep(self, index: list[int]) -> None:
+        """Keep only the runs ``index`` (a failed run leaves; the others' slices are untouched)."""
+        rows = torch.as_tensor(index, device=next(iter(self.stacked.values())).device)
+        for param in self.stacked.values():
+            param.data = param.data.index_select(0, rows)
+            if param.grad is not None:
+                param.grad = param.grad.index_select(0, rows)
+        self.k = len(index)
+
+    # -- the forward pass ---------------------------------------------------------------------------------
+    def logits(
+        self,
+        inputs: dict[str, torch.Tensor],
+        start: int | None = None,
+        hidden: torch.Tensor | None = None,
+        dropout: RunDropout | None = None,
+        quiet: int = 0,
+    ) -> torch.Tensor:
+        """Logits ``(K, B, labels)`` for ``inputs`` (each ``(R, B, L)``).
+
+        ``hidden`` (``(R, B, L, H)``) is the output of the first ``start`` blocks (cached), else the embeddings
+        run. ``dropout`` applies in train mode, except in the first ``quiet`` stages (the embeddings, then the
+        blocks), which run without it as frozen modules in eval mode do (``frozen_dropout = "off"``).
+        """
+        mask = inputs["attention_mask"]
+        additive = (1.0 - mask[:, :, None, None, :].float()) * torch.finfo(torch.float32).min
+        if hidden is None:
+            x = self._embed(inputs, dropout if quiet < 1 else None)
+            start = 0
+        else:
+            x = hidden
+        for i in range(start or 0, self.n_layers):
+            x = self._layer(x, i, additive, dropout if i + 1 >= quiet else None)
+        pooled = torch.tanh(self._linear(x[:, :, 0], _PREFIX + "pooler.dense"))
+        if dropout is not None:
+            p = self.config.classifier_dropout
+            pooled = dropout(pooled, self.config.hidden_dropout_prob if p is None else p, 0)
+        return self._linear(pooled, "classifier")
+
+    def _embed(self, inputs: dict[str, torch.Tensor], dropout: RunDropout | None) -> torch.Tensor:
+        ids = inputs["input_ids"]
+        types = inputs.get("token_type_ids")
+        if types is None:
+            types = torch.zeros_like(ids)
+        positions = torch.arange(ids.shape[-1], device=ids.device).expand_as(ids)
+        base = _PREFIX + "embeddings."
+        x = self._lookup(base + "word_embeddings.weight", ids) + self._lookup(
+            base + "token_type_embeddings.weight", types
+        )
+        x = x + self._lookup(base + "position_embeddings.weight", positions)
+        x = self._layer_norm(x, base + "LayerNorm")
+        return x if dropout is None else dropout(x, self.config.hidden_dropout_prob, 1)
+
+    def _layer(self, x: torch.Tensor, i: int, additive: torch.Tensor, dropout: RunDropout | None) -> torch.Tensor:
+        base = f"{_PREFIX}encoder.layer.{i}."
+        p = self.config.hidden_dropout_prob
+        attended = self._linear(self._attention(x, base, additive, dropout), base + "attention.output.dense")
+        if dropout is not None:
+            attended = dropout(attended, p, 1)
+        h = self._layer_norm(attended + x, base + "attention.output.LayerNorm")
+        out = self._linear(self.act(self._linear(h, base + "intermediate.dense")), base + "output.dense")
+        if dropout is not None:
+            out = dropout(out, p, 1)
+        return self._layer_norm(out + h, base + "output.LayerNorm")
+
+    def _attention(
+        self, x: torch.Tensor, base: str, additive: torch.Tensor, dropout: RunDropout | None
+    ) -> torch.Tensor:
+        """Multi-head self-attention: ``(R, B, L, H)`` in, ``(K', B, L, H)`` out; eager where dropout draws."""
+        q, k, v = (self._heads(self._linear(x, base + f"attention.self.{name}")) for name in ("query", "key", "value"))
+        p = self.config.attention_probs_dropout_prob
+        if dropout is None or p <= 0:
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)
+        else:
+            scores = torch.matmul(q, k.transpose(-1, -2)) * (q.shape[-1] ** -0.5) + additive
+            context = torch.matmul(dropout(torch.softmax(scores, dim=-1), p, 2), v)
+        runs, batch, _, length, _ = context.shape
+        return context.transpose(2, 3).reshape(runs, batch, length, -1)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        runs, batch, length, width = x.shape
+        return x.view(runs, batch, length, self.heads, width // self.heads).transpose(2, 3)
+
+    def _linear(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        """``x @ W.T + b`` per run: one matrix product with a shared weight, a batched one with stacked weights."""
+        weight, bias = self.weights[name + ".weight"], self.weights[name + ".bias"]
+        if weight.dim() == 2:
+            return F.linear(x, weight, bias)
+        runs, k = x.shape[0], weight.shape[0]
+        middle = x.shape[1:-1]
+        flat = x.reshape(runs, math.prod(middle), x.shape[-1])
+        if runs == k:
+            out = torch.baddbmm(bias[:, None, :], flat, weight.transpose(1, 2))
+        else:  # one input for every run (the validation set): one product with the K weights side by side
+            wide = F.linear(flat[0], weight.reshape(-1, weight.shape[-1]), bias.reshape(-1))
+            out = wide.view(flat.shape[1], k, -1).transpose(0, 1)
+        return out.reshape(k, *middle, -1)
+
+    def _layer_norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        weight, bias = self.weights[name + ".weight"], self.weights[name + ".bias"]
+        eps = self.config.layer_norm_eps
+        if weight.dim() == 1:
+            return F.layer_norm(x, weight.shape, weight, bias, eps)
+        shape = (weight.shape[0],) + (1,) * (x.dim() - 2) + (weight.shape[-1],)
+        return F.layer_norm(x, weight.shape[-1:], None, None, eps) * weight.view(shape) + bias.view(shape)
+
+    def _lookup(self, name: str, ids: torch.Tensor) -> torch.Tensor:
+        """Embedding rows: ``ids`` ``(R, B, L)`` into a shared table, or each run's ids into its own table."""
+        table = self.weights[name]
+        if table.dim() == 2:
+            return F.embedding(ids, table)
+        k, rows = table.shape[0], table.shape[1]
+        ids = ids.expand(k, *ids.shape[1:])
+        offsets = (torch.arange(k, device=ids.device) * rows).view(k, *([1] * (ids.dim() - 1)))
+        return F.embedding(ids + offsets, table.reshape(k * rows, -1))
