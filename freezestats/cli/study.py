@@ -157,8 +157,12 @@ class _Run(_Command):
         )
         parser.add_argument("--devices", help="comma-separated devices for the workers, e.g. cuda:0,cuda:1")
         parser.add_argument("--extend", action="store_true", help="the spec adds grid values to an existing study")
+        parser.add_argument(
+            "--adaptive", action="store_true", help="seeds in rounds until each depth is decided (needs [adaptive])"
+        )
 
     def take_action(self, args: argparse.Namespace) -> int:
+        from freezestats.cli.adaptive import check_adaptive_flags, run_adaptively
         from freezestats.runner import run_study
         from freezestats.runner._layout import choose_workers, default_workers, parse_workers
         from freezestats.spec.study import load_spec
@@ -179,6 +183,9 @@ class _Run(_Command):
         )
         if not args.enqueue_only:
             print(f"Workers: {layout.reason}")
+        if check_adaptive_flags(args, spec):  # a spec with [adaptive] runs in rounds
+            adaptive = run_adaptively(args, spec, layout.workers, devices)
+            return 0 if adaptive is None else _finish(adaptive, args.storage)
         report = run_study(
             spec,
             args.storage,
@@ -279,6 +286,10 @@ class _Status(_Command):
                 best = "" if row.best_dev is None or row.best_dev != row.best_dev else f"{row.best_dev:.4f}"
                 table.add_row(row.cell, row.status, str(row.attempts), best, str(row.fail_reason or ""))
             console.print(table)
+        if "adaptive" in study.user_attrs:
+            from freezestats.cli.adaptive import print_adaptive_status
+
+            print_adaptive_status(console, study)
         return 0
 
 

@@ -39,6 +39,11 @@ class Progress:
         self._steps = self._bar.add_task("  current cell", total=1, visible=False)
         self._bar.start()
 
+    def set_total(self, total: int) -> None:
+        """A new total of cells (an adaptive study's grows round by round)."""
+        if self._bar is not None:
+            self._bar.update(self._cells, total=total)
+
     def set_done(self, done: int) -> None:
         if self._bar is not None:
             self._bar.update(self._cells, completed=done)

@@ -1,0 +1,316 @@
+"""``freezestats run`` on a spec with ``[adaptive]``: the table, the round loop, its safety, ``status`` and the budget.
+
+The training is replaced by a synthetic score per depth (``_fake_run_cell``), so that the loop's logic runs in
+seconds: depth 1 is as good as the full model but noisy (it needs seeds to be shown non-inferior), depth 2 is far
+worse (shown inferior at once). The statistics are a small stand-in (:func:`_fake_sequential`) written to the
+contract of :mod:`freezestats.stats.sequential` (a normal interval whose half-width shrinks as 1/sqrt(seeds)), so
+that which round decides what is known exactly; one test runs the real module when it is there.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+from _factories import simple_spec, write_spec
+from optuna.trial import TrialState
+
+import freezestats.runner as runner_module
+from freezestats.cli.main import main
+from freezestats.exceptions import SpecError
+from freezestats.results.record import TrialRecord
+from freezestats.runner._prepare import prepare_study
+from freezestats.runner.adaptive import decision_step
+from freezestats.spec import load_spec, parse_spec
+from freezestats.study.trials import create_or_load_study, load_study, open_storage
+
+SCORE = {0: 0.80, 1: 0.79, 2: 0.60}  # the synthetic heldout score of each depth (plus a small seed term)
+HALF_WIDTH = 0.06  # the stand-in's interval half-width at one seed: depth 1 (-0.01) is shown at 3 seeds
+
+
+def _raw(tiny_model: Path, **adaptive) -> dict:
+    table = {"margin": 0.05, "min_seeds": 2, "max_seeds": 4, **adaptive}
+    return simple_spec(
+        model=str(tiny_model),
+        grid={"frozen_layers": [0, 1, 2], "train_sizes": [32], "seeds": [1]},
+        training={"epochs": 1, "max_length": 32},
+        adaptive=table,
+    )
+
+
+# --- the stand-in statistics (the contract of freezestats.stats.sequential) -------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    margin: float
+    alpha: float = 0.05
+    min_seeds: int = 2
+    max_seeds: int = 10
+    seeds_per_round: int = 1
+    spending: str = "obrien_fleming"
+
+
+def _decisions(runs: pd.DataFrame, items, plan: _Plan, *, response: str = "heldout", metric: str = "accuracy"):
+    rows = []
+    for size, at_size in runs.groupby("train_size"):
+        reference = at_size[at_size["frozen_layers"] == 0].set_index("seed")[response]
+        for depth, cell in at_size[at_size["frozen_layers"] != 0].groupby("frozen_layers"):
+            paired = cell.set_index("seed")[response].sub(reference).dropna()
+            n = len(paired)
+            estimate = float(paired.mean())
+            half = HALF_WIDTH / math.sqrt(n)
+            lower, upper = estimate - half, estimate + half
+            decision = "noninferior" if lower > -plan.margin else "inferior" if upper < -plan.margin else "open"
+            if decision == "open" and n >= plan.max_seeds:
+                decision = "exhausted"
+            rows.append(
+                {
+                    "train_size": size,
+                    "frozen_layers": depth,
+                    "reference": 0,
+                    "seeds": n,
+                    "look": n,
+                    "estimate": estimate,
+                    "lower": lower,
+                    "upper": upper,
+                    "alpha": plan.alpha,
+                    "decision": decision,
+                    "population": "seeds",
+                    "procedure": "stand-in",
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _next_seeds(decisions: pd.DataFrame, plan: _Plan) -> pd.DataFrame:
+    rows = []
+    for row in decisions[decisions["decision"] == "open"].itertuples():
+        target = min(row.seeds + plan.seeds_per_round, plan.max_seeds)
+        rows += [(row.train_size, row.frozen_layers, target), (row.train_size, 0, target)]
+    table = pd.DataFrame(rows, columns=["train_size", "frozen_layers", "seeds_target"])
+    return table.groupby(["train_size", "frozen_layers"], as_index=False)["seeds_target"].max()
+
+
+def _replay(runs, items, plan, *, order="seed", response="heldout", metric="accuracy") -> pd.DataFrame:
+    frames = []
+    for look in range(plan.min_seeds, int(runs["seed"].max()) + 1):
+        seen = runs[runs["seed"] <= look]
+        frames.append(_decisions(seen, items, plan, response=response).assign(round=look - plan.min_seeds + 1))
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.fixture
+def fake_sequential(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    module = types.ModuleType("freezestats.stats.sequential")
+    module.SequentialPlan = _Plan
+    module.sequential_decisions = _decisions
+    module.next_seeds = _next_seeds
+    module.replay = _replay
+    monkeypatch.setitem(sys.modules, "freezestats.stats.sequential", module)
+    return module
+
+
+# --- the synthetic training ----------------------------------------------------------------------------------------
+
+
+def _fake_run_cell(prepared, cell, trial, **_) -> TrialRecord:
+    score = SCORE[cell.frozen_layers] + (0.01 if cell.seed % 2 else -0.01) * (cell.frozen_layers == 1)
+    return TrialRecord(
+        model="tiny", freezing="freeze", n_layers=2, lr_search="none", frozen_dropout="on", metric="accuracy",
+        best_dev=score, final_dev=score, heldout=score, best_step=1, heldout_step=1, majority_baseline=0.5,
+        failed=False, n_eval=100, n_correct=int(score * 100), trainable_params=1, total_params=2, n_steps=1,
+        wall_seconds=0.0, peak_mem_bytes=0, device="cpu", precision="fp32", predictions_artifact="absent",
+        n_correct_best=None, n_correct_heldout=None, n_eval_heldout=50, top_class_share_best=None,
+        top_class_share_heldout=None, top_class_share_final=None, order_seed=cell.seed, trained_with=cell.task,
+        pair_encoding="cross", select_best=score, final_metrics={"accuracy": score}, curve=[], lr_search_reuse=False,
+        eval_prefix_cached=False, train_prefix_cached=False, final_train_loss=0.1, peak_mem_kind="none", versions={},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def fake_training(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    ran: list[str] = []
+
+    def run_cell(prepared, cell, trial, **kwargs):
+        ran.append(cell.key)
+        return _fake_run_cell(prepared, cell, trial, **kwargs)
+
+    monkeypatch.setattr(runner_module, "run_cell", run_cell)
+    return ran
+
+
+def _run(spec: Path, storage: str, glue_dir: Path, *extra: str) -> int:
+    args = ["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]
+    return main([*args, *extra])
+
+
+def _complete(storage: str) -> Counter:
+    study = load_study(open_storage(storage), None)
+    return Counter(t.user_attrs["cell_key"] for t in study.get_trials(states=(TrialState.COMPLETE,)))
+
+
+# --- the spec --------------------------------------------------------------------------------------------------------
+
+
+def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_model: Path) -> None:
+    raw = _raw(tiny_model, budget=20, spending="pocock")
+    spec = parse_spec(raw)
+    assert spec.adaptive is not None and spec.adaptive.budget == 20 and spec.adaptive.spending == "pocock"
+    assert spec.adaptive.seed_ladder(spec.grid.seeds) == (1, 2, 3, 4)
+    assert spec.adaptive.seed_ladder((7, 3)) == (7, 3, 8, 9)  # the listed seeds, then the ones after the largest
+    again = type(spec).from_stored(spec.to_dict())
+    assert again.adaptive == spec.adaptive and again.spec_hash == spec.spec_hash
+    plain = parse_spec({k: v for k, v in raw.items() if k != "adaptive"})
+    assert "adaptive" not in plain.to_dict() and plain.spec_hash != spec.spec_hash
+    assert parse_spec(_raw(tiny_model, margin=0.02)).spec_hash != spec.spec_hash
+
+
+@pytest.mark.parametrize(
+    ("table", "grid", "message"),
+    [
+        ({"alpha": 0.05}, {}, "`adaptive.margin` is required"),
+        ({"margin": -0.1}, {}, "`adaptive.margin` must be > 0"),
+        ({"margin": 0.05, "alpha": 0.7}, {}, "`adaptive.alpha` must be < 0.5"),
+        ({"margin": 0.05, "min_seeds": 1}, {}, "`adaptive.min_seeds` must be >= 2"),
+        ({"margin": 0.05, "min_seeds": 5, "max_seeds": 3}, {}, "`adaptive.max_seeds` must be >= `adaptive.min_seeds`"),
+        ({"margin": 0.05, "spending": "linear"}, {}, "`adaptive.spending` must be one of"),
+        ({"margin": 0.05, "budget": 5}, {}, "`adaptive.budget` must cover the first round (6 runs"),
+        ({"margin": 0.05, "seeds": 3}, {}, "Unknown key 'adaptive.seeds'. Did you mean 'adaptive.min_seeds'?"),
+        ({"margin": 0.05}, {"frozen_layers": [1, 2]}, "needs 0 in `grid.frozen_layers`"),
+        ({"margin": 0.05}, {"subset_draws": 2}, "cannot be combined with `grid.subset_draws` > 1"),
+        ({"margin": 0.05, "max_seeds": 2}, {"seeds": [1, 2, 3]}, "`grid.seeds` lists 3 seeds"),
+    ],
+)
+def test_a_bad_table_is_one_line_naming_the_key(table: dict, grid: dict, message: str) -> None:
+    raw = simple_spec(grid={"frozen_layers": [0, 1, 2], "train_sizes": [32], "seeds": [1], **grid}, adaptive=table)
+    with pytest.raises(SpecError) as err:
+        parse_spec(raw)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_adaptive_flag_without_the_table_exits_2_and_writes_nothing(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = _raw(tiny_model)
+    del raw["adaptive"]
+    db = tmp_path / "study.db"
+    assert _run(write_spec(tmp_path, raw), f"sqlite:///{db}", glue_dir, "--adaptive") == 2
+    err = capsys.readouterr().err.strip()
+    assert "`--adaptive` needs an [adaptive] table" in err and len(err.splitlines()) == 1
+    assert not db.exists()
+
+
+# --- the round loop --------------------------------------------------------------------------------------------------
+
+
+def test_run_decides_early_where_it_can_and_spends_seeds_where_it_cannot(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir, "--adaptive") == 0
+    out = capsys.readouterr().out
+    # Round 1: two seeds for all three cells; depth 2 (-0.20) is inferior at once, depth 1 (-0.01) still open.
+    # Round 2: a third seed for depth 1 and the reference only; then depth 1 is non-inferior: stop.
+    counts = _complete(storage)
+    assert set(counts.values()) == {1}  # no cell-seed ran twice
+    per_depth = Counter(key.split("|")[1] for key in counts)
+    assert per_depth == {"frozen=0": 3, "frozen=1": 3, "frozen=2": 2}
+    assert len(fake_training) == 8
+    assert "Round 1: enqueued 6 runs" in out and "Round 2: enqueued 2 runs (8 in all) after 1 decided, 1 open" in out
+    assert "Stopped: every comparison is decided (8 runs used)" in out
+    study = load_study(open_storage(storage), None)
+    log = study.user_attrs["adaptive"]
+    assert log["stopped"] == "decided" and log["plan"]["margin"] == 0.05 and len(log["rounds"]) == 2
+
+    assert main(["status", "--storage", storage]) == 0
+    status = capsys.readouterr().out
+    assert "decisions per cell" in status and "2 rounds enqueued; every comparison is decided" in status
+    lines = {line.split("│")[3].strip(): line for line in status.splitlines() if line.count("│") >= 7}
+    assert "noninferior" in lines["1"] and "│ 3 " in lines["1"]
+    assert "inferior" in lines["2"] and "noninferior" not in lines["2"] and "│ 2 " in lines["2"]
+    assert "reference" in lines["0"]
+
+    # Run again: nothing is open, so nothing runs.
+    fake_training.clear()
+    assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir) == 0
+    assert fake_training == [] and "0 trials run now" in capsys.readouterr().out
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")
+def test_a_decision_step_twice_or_from_two_processes_enqueues_nothing_twice(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training
+) -> None:
+    from freezestats.analysis.adaptive import decide_round
+
+    spec = load_spec(write_spec(tmp_path, _raw(tiny_model)))
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    prepared = prepare_study(spec, glue_dir)
+    first = create_or_load_study(open_storage(storage), spec)
+    second = optuna.load_study(study_name=spec.name, storage=open_storage(storage))  # another worker's handle
+    assert len(decision_step(first, prepared, decide_round).enqueued) == 6
+    assert decision_step(second, prepared, decide_round).enqueued == []
+    assert decision_step(first, prepared, decide_round).enqueued == []
+    # Every trial becomes COMPLETE (as the workers would leave them); then the next round, asked for twice.
+    for trial in first.get_trials(states=(TrialState.WAITING,)):
+        ask = first.ask()
+        assert ask.number == trial.number
+        record = _fake_run_cell(prepared, runner_module.suggest_cell(ask, spec), ask)
+        runner_module.set_user_attrs(ask, record.attrs())
+        first.tell(ask, record.best_dev)
+    keys = [c.key for c in decision_step(second, prepared, decide_round).enqueued]
+    assert sorted(keys) == [f"sst2|frozen={k}|n=32|draw=0|seed=3" for k in (0, 1)]
+    assert decision_step(first, prepared, decide_round).enqueued == []
+    stored = Counter(t.user_attrs["cell_key"] for t in first.get_trials())
+    assert set(stored.values()) == {1} and len(stored) == 8
+
+
+def test_resume_mid_round_runs_what_waits_then_decides_on_what_is_stored(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
+) -> None:
+    spec_path = write_spec(tmp_path, _raw(tiny_model))
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(spec_path, storage, glue_dir, "--max-trials", "4") == 0  # stops inside round 1
+    assert sum(_complete(storage).values()) == 4
+    study = load_study(open_storage(storage), None)
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 2
+    assert "Stopped: --max-trials was reached" in capsys.readouterr().out
+    assert _run(spec_path, storage, glue_dir) == 0
+    counts = _complete(storage)
+    assert set(counts.values()) == {1} and sum(counts.values()) == 8 and len(fake_training) == 8
+
+
+def test_the_budget_stops_before_a_round_that_would_exceed_it(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(write_spec(tmp_path, _raw(tiny_model, budget=7)), storage, glue_dir) == 0
+    out = capsys.readouterr().out
+    assert "Stopped: the next round would spend more runs than `adaptive.budget` (6 runs used)" in out
+    assert sum(_complete(storage).values()) == 6
+    assert load_study(open_storage(storage), None).user_attrs["adaptive"]["stopped"] == "budget"
+
+
+def test_enqueue_only_takes_one_decision_step_and_workers_drain_it(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
+) -> None:
+    from freezestats.runner import work_study
+
+    spec_path = write_spec(tmp_path, _raw(tiny_model))
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    for _ in range(2):  # the same step twice: the second adds nothing
+        assert _run(spec_path, storage, glue_dir, "--enqueue-only") == 0
+    study = load_study(open_storage(storage), None)
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 6
+    assert "the next round is enqueued" in capsys.readouterr().out
+    work_study(storage, data_dir=glue_dir, show_progress=False)  # a `freezestats worker`: drains, decides nothing
+    assert sum(_complete(storage).values()) == 6
+    assert _run(spec_path, storage, glue_dir, "--enqueue-only") == 0
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 2
