@@ -6,7 +6,8 @@ are importable from here; the code sits in one folder per job: ``design`` (the i
 design), ``models`` (mixed / OLS / GLMM fits), ``inference`` (marginal means, contrasts, tests, multiplicity, the
 non-inferiority answer, power), ``failures`` (collapsed runs), ``items`` (the evaluation items' uncertainty),
 ``lee`` (Lee et al.'s operating point), ``descriptive`` (cell summaries, the published figures), ``comparisons``
-(arms, shared encoder, pair encoding, all tasks in one model) and ``simulation`` (tables with known effects).
+(arms, shared encoder, pair encoding, all tasks in one model), ``sequential`` (an adaptive study's decisions under
+optional stopping) and ``simulation`` (tables with known effects).
 
 The arm comparison's functions were called ``strategy_*`` before (``strategy_contrasts``, ...): those names
 still work here, with a ``DeprecationWarning`` naming the ``arm_*`` one.
@@ -37,6 +38,7 @@ from freezestats.stats.models.glmm import GlmmFit, fit_glmm, marginal_accuracy
 from freezestats.stats.models.mixed import fit_mixed, interaction_test
 from freezestats.stats.models.mixed_fit import MixedFit
 from freezestats.stats.models.ols import OlsFit, fit_ols
+from freezestats.stats.sequential import SequentialPlan, next_seeds, replay, replay_summary, sequential_decisions
 from freezestats.stats.simulation.results import simulate_results, true_cell_means
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "MixedFit",
     "OlsFit",
     "PooledFit",
+    "SequentialPlan",
     "arm_answer",
     "arm_contrasts",
     "arm_noninferiority",
@@ -67,6 +70,7 @@ __all__ = [
     "lee_ratio_tests",
     "load_reference",
     "marginal_accuracy",
+    "next_seeds",
     "noninferiority_answer",
     "noninferiority_sequence",
     "operating_point",
@@ -74,9 +78,12 @@ __all__ = [
     "power_by_simulation",
     "reference_beats_baseline",
     "relative_scores",
+    "replay",
+    "replay_summary",
     "seed_spread",
     "seeds_for_power",
     "seeds_needed",
+    "sequential_decisions",
     "simulate_results",
     "spread_test",
     "task_interaction_test",

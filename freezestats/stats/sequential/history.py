@@ -1,0 +1,174 @@
+r"""The task's family decided look by look: Maurer & Bretz's graphical group-sequential procedure on the depth graph.
+
+The family is the fixed analysis's (:func:`~freezestats.stats.inference.task_family.task_noninferiority`): every
+(train size, depth) hypothesis :math:`H: \mu_k - \mu_0 \le -m` of the task, on the graph of
+:func:`~freezestats.stats.inference.graphical.depth_sequence_graph`. Maurer & Bretz (2013, "Multiple testing in
+group sequential trials using graphical approaches", Stat Biopharm Res 5:311-320) give each hypothesis its own
+group-sequential test at the level the graph currently holds for it, :math:`w_i\alpha`; when one is rejected,
+its level passes along the graph as in the fixed procedure, and the others' boundaries are those of the larger
+level (for every look, the spending function at the new level). Its familywise error is at most :math:`\alpha`
+whatever the tests' correlation, as the fixed graph's.
+
+At look :math:`j` this is the fixed graph run on *sequential p values*: hypothesis :math:`i`'s is the smallest
+level at which its look-:math:`j` bound clears the margin (:func:`~freezestats.stats.sequential.bounds.
+sequential_p`); one rejected at an earlier look enters with :math:`p = 0` (it stays rejected, and its level
+passes on again); one not reached at this look, or stopped, holds its weight untested (``NaN``). Only the current
+look is tested with a raised level (Maurer & Bretz also allow re-testing the earlier looks of a hypothesis whose
+level rose; not doing so is conservative).
+
+Two further decisions close a cell without a claim of non-inferiority, and neither can raise its error (a
+stop without a rejection only removes chances to reject; nothing is passed along the graph):
+
+* ``inferior``: the repeated interval's upper bound, at the same level and boundary, lies below :math:`-m`:
+  the depth is shown to cost more than the margin (a non-binding futility stop);
+* ``exhausted``: open at ``max_seeds``, or unable to close by then: at ``max_seeds``, with the variance
+  projected from its current components, even an estimate one current standard error better on either side
+  would leave :math:`-m` inside the interval.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from freezestats.stats.inference.graphical import depth_sequence_graph, graphical_test
+from freezestats.stats.inference.sequence import depth_rank
+from freezestats.stats.sequential.bounds import LookContrast, fractions_of, sequential_p, t_bound
+from freezestats.stats.sequential.plan import SequentialPlan
+
+__all__ = ["DECISIONS", "PROCEDURE", "SEQUENTIAL_COLUMNS", "SequentialHistory"]
+
+#: The decisions, in the words every table uses.
+DECISIONS = ("noninferior", "inferior", "open", "exhausted")
+
+#: The procedure in the words every label uses.
+PROCEDURE = (
+    "graphical group-sequential procedure over the task (Maurer & Bretz 2013) on the depth-sequence graph "
+    "(alpha split evenly over train sizes; within a size half to the shallowest depth, half shared by the deeper "
+    "ones, a shown depth passing its level on); Lan-DeMets {spending}-type spending per hypothesis at its local "
+    "level, information from the contrast's variance (the items' part does not shrink with seeds); z boundaries "
+    "read on the t scale at the Satterthwaite df; inferior and exhausted are non-binding stops"
+)
+
+SEQUENTIAL_COLUMNS = [
+    "train_size", "frozen_layers", "reference", "seeds", "look", "estimate", "se", "df", "lower", "upper",
+    "margin", "alpha", "p_seq", "fraction", "decision", "population", "procedure",
+]  # fmt: skip
+
+
+class SequentialHistory:
+    """The decisions of one task's comparisons, taken look after look; a decided cell keeps its first decision.
+
+    ``cells`` are the (train size, depth) comparisons of the family (every one the study runs, reached or not),
+    ``population`` what the contrasts speak of (``"task"`` or ``"evaluation_set"``).
+    """
+
+    def __init__(self, cells: list[tuple[int, int]], plan: SequentialPlan, reference: int, population: str) -> None:
+        order = np.lexsort((depth_rank(np.array([k for _, k in cells])), np.array([n for n, _ in cells])))
+        self.cells = [cells[i] for i in order]
+        self.plan, self.reference, self.population = plan, int(reference), population
+        self.weights, self.transitions = depth_sequence_graph(
+            np.array([n for n, _ in self.cells]), depth_rank(np.array([k for _, k in self.cells]))
+        )
+        self.rows = {cell: _blank(cell, reference) for cell in self.cells}
+
+    def open_cells(self) -> list[tuple[int, int]]:
+        """The comparisons not decided yet (``open``)."""
+        return [cell for cell in self.cells if self.rows[cell]["decision"] == "open"]
+
+    def note_seeds(self, cell: tuple[int, int], seeds: int) -> None:
+        """Record the paired seeds of a cell that has not reached a look yet."""
+        if self.rows[cell]["look"] == 0:
+            self.rows[cell]["seeds"] = int(seeds)
+
+    def step(self, look: int, contrasts: pd.DataFrame) -> list[tuple[int, int]]:
+        """Decide look ``look`` (1-based) from the contrasts of the open cells that reached it (other rows are
+        ignored); returns the cells decided at this look."""
+        plan = self.plan
+        counts = plan.looks()[:look]
+        table = contrasts.set_index(["train_size", "frozen_layers"])
+        reached = {c: table.loc[c] for c in self.open_cells() if c in table.index}
+        if not reached:
+            return []
+        p = np.full(len(self.cells), np.nan)
+        sides = {}
+        for i, cell in enumerate(self.cells):
+            if self.rows[cell]["decision"] == "noninferior":
+                p[i] = 0.0
+            elif cell in reached:
+                sides[cell] = _sides(reached[cell], counts, plan.max_seeds)
+                p[i] = sequential_p(sides[cell][0], plan.margin, plan.alpha, plan.spending)
+        result = graphical_test(p, self.weights, self.transitions, plan.alpha)
+        decided = []
+        for i, cell in enumerate(self.cells):
+            if cell not in reached:
+                continue
+            row = self._decide(reached[cell], sides[cell], float(result.local_alpha[i]), bool(result.rejected[i]))
+            self.rows[cell].update(row, look=look, seeds=counts[-1], p_seq=float(p[i]))
+            if row["decision"] != "open":
+                decided.append(cell)
+        return decided
+
+    def _decide(self, contrast: pd.Series, sides: tuple[LookContrast, LookContrast], level: float,
+                rejected: bool) -> dict:  # fmt: skip
+        """One reached cell's bounds at its local level and its decision."""
+        plan = self.plan
+        low, high = sides
+        spread = np.isfinite(low.se) and low.se > 0 and np.isfinite(high.se) and high.se > 0
+        lower = low.estimate - t_bound(low, level, plan.spending) * low.se if spread else np.nan
+        upper = high.estimate + t_bound(high, level, plan.spending) * high.se if spread else np.nan
+        last = len(low.fractions) == len(plan.looks())
+        if rejected and spread:
+            decision = "noninferior"
+        elif spread and upper < -plan.margin:
+            decision = "inferior"
+        elif last or (spread and _cannot_close(contrast, sides, level, plan)):
+            decision = "exhausted"
+        else:
+            decision = "open"
+        return {"estimate": low.estimate, "se": low.se, "df": low.df, "lower": lower, "upper": upper,
+                "alpha": level, "fraction": low.fractions[-1], "decision": decision}  # fmt: skip
+
+    def table(self) -> pd.DataFrame:
+        """One row per comparison (:data:`SEQUENTIAL_COLUMNS`), shallow to deep within each size."""
+        procedure = PROCEDURE.format(spending=self.plan.spending.replace("_", "-"))
+        frame = pd.DataFrame([self.rows[cell] for cell in self.cells])
+        return frame.assign(margin=float(self.plan.margin), population=self.population,
+                            procedure=procedure)[SEQUENTIAL_COLUMNS]  # fmt: skip
+
+
+def _blank(cell: tuple[int, int], reference: int) -> dict:
+    """A comparison before its first look."""
+    return {"train_size": int(cell[0]), "frozen_layers": int(cell[1]), "reference": int(reference), "seeds": 0,
+            "look": 0, "estimate": np.nan, "se": np.nan, "df": np.nan, "lower": np.nan, "upper": np.nan,
+            "alpha": np.nan, "p_seq": np.nan, "fraction": np.nan, "decision": "open"}  # fmt: skip
+
+
+def _sides(contrast: pd.Series, counts: tuple[int, ...], max_seeds: int) -> tuple[LookContrast, LookContrast]:
+    """The lower and the upper side of a contrast at a look (a two-part contrast's differ: a failure rate near 0
+    has room above it only), each with its information fractions."""
+    estimate, item = float(contrast["estimate"]), float(contrast.get("se_item", 0.0))
+    out = []
+    for side in ("lower", "upper"):
+        se = float(contrast.get(f"se_{side}", contrast["se"]))
+        df = float(contrast.get(f"df_{side}", contrast["df"]))
+        fractions = fractions_of(se, item, counts, max_seeds) if np.isfinite(se) and se > 0 else (1.0,) * len(counts)
+        out.append(LookContrast(estimate, se, df, fractions))
+    return out[0], out[1]
+
+
+def _cannot_close(contrast: pd.Series, sides: tuple[LookContrast, LookContrast], level: float,
+                  plan: SequentialPlan) -> bool:  # fmt: skip
+    """Whether, at ``max_seeds``, an estimate one current SE better on either side would still leave the margin
+    inside the projected interval (z quantile at the local level: lenient, so a cell is kept rather than stopped)."""
+    seeds = len(sides[0].fractions) and plan.looks()[len(sides[0].fractions) - 1]
+    item = float(contrast.get("se_item", 0.0)) ** 2
+    q = float(-special.ndtri(level)) if level > 0 else np.inf
+    closes = []
+    for look, sign in zip(sides, (1.0, -1.0), strict=True):
+        per_seed = max(look.se**2 - min(item, look.se**2), 0.0) * seeds
+        se_max = float(np.sqrt(per_seed / plan.max_seeds + min(item, look.se**2)))
+        hopeful = look.estimate + sign * look.se
+        closes.append(sign * (hopeful + plan.margin) > q * se_max)
+    return not any(closes)
