@@ -25,6 +25,7 @@ from optuna.trial import TrialState
 import freezestats.runner as runner_module
 from freezestats.cli.main import main
 from freezestats.exceptions import SpecError
+from freezestats.results.export import results_table
 from freezestats.results.record import TrialRecord
 from freezestats.runner._prepare import prepare_study
 from freezestats.runner.adaptive import decision_step
@@ -83,7 +84,7 @@ def _decisions(runs: pd.DataFrame, items, plan: _Plan, *, response: str = "heldo
                     "upper": upper,
                     "alpha": plan.alpha,
                     "decision": decision,
-                    "population": "seeds",
+                    "population": "evaluation_set",
                     "procedure": "stand-in",
                 }
             )
@@ -238,10 +239,40 @@ def test_run_decides_early_where_it_can_and_spends_seeds_where_it_cannot(
     assert "inferior" in lines["2"] and "noninferior" not in lines["2"] and "│ 2 " in lines["2"]
     assert "reference" in lines["0"]
 
+    _check_report_section(storage, tmp_path)
+
     # Run again: nothing is open, so nothing runs.
     fake_training.clear()
     assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir) == 0
     assert fake_training == [] and "0 trials run now" in capsys.readouterr().out
+
+
+def _check_report_section(storage: str, tmp_path: Path) -> None:
+    """The report's "How the seeds were spent": seeds per cell, its decision and the round that decided it."""
+    from types import SimpleNamespace
+
+    from freezestats.analysis.pipeline import load_study_record
+    from freezestats.report.document import _seeds_spent
+    from freezestats.report.inputs import ReportInputs
+    from freezestats.report.writer import Writer
+
+    runs = results_table(load_study(open_storage(storage), None))
+    analysis = SimpleNamespace(settings={"tasks": ["sst2"], "response": "heldout"}, tables={}, warnings=[])
+    inputs = ReportInputs(analysis=analysis, runs=runs, study=load_study_record(storage))
+    w = Writer(tmp_path / "report", lambda _: None)
+    section = _seeds_spent(inputs, w)
+    assert section.startswith("## How the seeds were spent")
+    assert "It used 8 runs in 2 rounds and stopped because every comparison was decided" in section
+    assert "The decisions speak of this evaluation set" in section  # no item predictions: seeds only
+    table = pd.read_parquet(tmp_path / "report" / "tables" / "sst2-seeds-spent.parquet")
+    assert table[["frozen", "seeds", "decision", "decided in round"]].values.tolist() == [
+        ["0", 3, "reference", "–"],
+        ["1", 3, "noninferior", "2"],
+        ["2", 2, "inferior", "1"],
+    ]
+    assert (tmp_path / "report" / "figures" / "sst2-seeds-spent.svg").is_file()
+    plain = ReportInputs(analysis=analysis, runs=runs, study={"spec": {}})
+    assert _seeds_spent(plain, w) == ""  # a study that ran every seed has no such section
 
 
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")

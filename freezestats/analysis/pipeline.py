@@ -151,6 +151,7 @@ def load_study_record(storage: str, study_name: str | None = None) -> dict[str, 
         "spec": attrs.get(SPEC_ATTR, {}),
         "spec_hash": attrs.get("spec_hash"),
         "provenance": attrs.get("provenance", {}),
+        **({"adaptive": attrs["adaptive"]} if "adaptive" in attrs else {}),  # the rounds of an adaptive study
     }
 
 

@@ -28,6 +28,7 @@ from freezestats.report.sections.comparisons import compute_section, lee_section
 from freezestats.report.sections.decision import decision_section
 from freezestats.report.sections.model_details import appendix, model_section, p_text
 from freezestats.report.sections.pair_encoding import pair_encoding_section
+from freezestats.report.sections.seeds_spent import seeds_spent_section
 from freezestats.report.sections.shared_encoder import shared_encoder_section
 from freezestats.report.tables import fmt_num, present, sorted_cells
 from freezestats.report.writer import Writer, heading, task_table, why_missing
@@ -306,6 +307,13 @@ def _spread_test_part(inputs: ReportInputs, w: Writer, task: str) -> str:
     )
 
 
+def _seeds_spent(inputs: ReportInputs, w: Writer) -> str:
+    """The section on how the seeds were spent, with its heading: adaptive studies only (others ran every seed)."""
+    if not inputs.spec.get("adaptive"):
+        return ""
+    return "## How the seeds were spent\n\n" + seeds_spent_section(inputs, w, inputs.items)
+
+
 def _notes(inputs: ReportInputs) -> str:
     if not inputs.notes:
         return ""
@@ -353,6 +361,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "shared_encoder": shared_encoder_section(inputs, w),
         "pair_encoding": pair_encoding_section(inputs, w),
         "variance": _variance_section(inputs, w),
+        "seeds_spent": _seeds_spent(inputs, w),
         "lee": lee_section(inputs, w),
         "compute": compute_section(inputs, w),
         "reference": reference_section(inputs, w),

@@ -34,6 +34,8 @@ class ReportInputs:
     ols_contrasts: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     ran_analysis: bool = False
+    items: pd.DataFrame | None = None
+    """The runs' per-item predictions, when the analysis was run here with them (an adaptive study's replay)."""
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -112,6 +114,7 @@ def gather_inputs(
     runs: pd.DataFrame | None = None
     study: dict[str, Any] | None = None
     notes: list[str] = []
+    items: pd.DataFrame | None = None
     if analysis_dir is not None:
         folder = Path(analysis_dir)
         analysis = _read_analysis(folder)
@@ -166,7 +169,7 @@ def gather_inputs(
             "The study spec is not available (the report was built without the study database), so Methods "
             "describes the grid as read from the results."
         )
-    inputs = ReportInputs(analysis=analysis, runs=runs, study=study, notes=notes, ran_analysis=ran)
+    inputs = ReportInputs(analysis=analysis, runs=runs, study=study, notes=notes, ran_analysis=ran, items=items)
     inputs.ols_contrasts = ols_cross_check(inputs)
     return inputs
 
