@@ -9,6 +9,7 @@ that which round decides what is known exactly; one test runs the real module wh
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import types
@@ -345,3 +346,48 @@ def test_enqueue_only_takes_one_decision_step_and_workers_drain_it(
     assert sum(_complete(storage).values()) == 6
     assert _run(spec_path, storage, glue_dir, "--enqueue-only") == 0
     assert len(study.get_trials(states=(TrialState.WAITING,))) == 2
+
+
+def test_the_real_statistics_drive_the_loop(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The same loop on :mod:`freezestats.stats.sequential` itself, with a seed-to-seed spread (its intervals need
+    one): depth 2 (20 points worse) is decided before depth 1 (a point worse, within the margin), each stops
+    getting seeds once decided, no cell-seed runs twice, and status shows the decisions."""
+    pytest.importorskip("freezestats.stats.sequential.decisions")
+    ran: list[str] = []
+
+    def noisy(prepared, cell, trial, **kwargs):
+        ran.append(cell.key)
+        record = _fake_run_cell(prepared, cell, trial)
+        score = SCORE[cell.frozen_layers] + 0.004 * ((cell.seed * 7 + cell.frozen_layers * 3) % 5 - 2)
+        return dataclasses.replace(record, heldout=score, best_dev=score, final_dev=score)
+
+    monkeypatch.setattr(runner_module, "run_cell", noisy)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir, "--adaptive") == 0
+    out = capsys.readouterr().out
+    counts = _complete(storage)
+    assert set(counts.values()) == {1} and len(ran) == sum(counts.values())
+    per_depth = Counter(key.split("|")[1] for key in counts)
+    assert 2 <= per_depth["frozen=2"] < per_depth["frozen=1"] == per_depth["frozen=0"] <= 4
+    assert "Round 1: enqueued 6 runs" in out and "Stopped: every comparison is decided" in out
+    assert main(["status", "--storage", storage]) == 0
+    status = capsys.readouterr().out
+    lines = {line.split("│")[3].strip(): line for line in status.splitlines() if line.count("│") >= 7}
+    assert " inferior " in lines["2"] and "noninferior" in lines["1"]
+
+    from types import SimpleNamespace
+
+    from freezestats.analysis.pipeline import load_study_record
+    from freezestats.report.document import _seeds_spent
+    from freezestats.report.inputs import ReportInputs
+    from freezestats.report.writer import Writer
+
+    runs = results_table(load_study(open_storage(storage), None))
+    analysis = SimpleNamespace(settings={"tasks": ["sst2"], "response": "heldout"}, tables={}, warnings=[])
+    inputs = ReportInputs(analysis=analysis, runs=runs, study=load_study_record(storage))
+    assert "## How the seeds were spent" in _seeds_spent(inputs, Writer(tmp_path / "report", lambda _: None))
+    table = pd.read_parquet(tmp_path / "report" / "tables" / "sst2-seeds-spent.parquet").set_index("frozen")
+    assert table.loc["2", "decision"] == "inferior" and table.loc["1", "decision"] == "noninferior"
+    assert int(table.loc["2", "decided in round"]) < int(table.loc["1", "decided in round"])
