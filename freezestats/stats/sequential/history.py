@@ -87,8 +87,8 @@ class SequentialHistory:
         ignored); returns the cells decided at this look."""
         plan = self.plan
         counts = plan.looks()[:look]
-        table = contrasts.set_index(["train_size", "frozen_layers"])
-        reached = {c: table.loc[c] for c in self.open_cells() if c in table.index}
+        given = {(int(r["train_size"]), int(r["frozen_layers"])): r for r in contrasts.to_dict("records")}
+        reached = {c: given[c] for c in self.open_cells() if c in given}
         if not reached:
             return []
         p = np.full(len(self.cells), np.nan)
@@ -110,7 +110,7 @@ class SequentialHistory:
                 decided.append(cell)
         return decided
 
-    def _decide(self, contrast: pd.Series, sides: tuple[LookContrast, LookContrast], level: float,
+    def _decide(self, contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,
                 rejected: bool) -> dict:  # fmt: skip
         """One reached cell's bounds at its local level and its decision."""
         plan = self.plan
@@ -145,7 +145,7 @@ def _blank(cell: tuple[int, int], reference: int) -> dict:
             "alpha": np.nan, "p_seq": np.nan, "fraction": np.nan, "decision": "open"}  # fmt: skip
 
 
-def _sides(contrast: pd.Series, counts: tuple[int, ...], max_seeds: int) -> tuple[LookContrast, LookContrast]:
+def _sides(contrast: dict, counts: tuple[int, ...], max_seeds: int) -> tuple[LookContrast, LookContrast]:
     """The lower and the upper side of a contrast at a look (a two-part contrast's differ: a failure rate near 0
     has room above it only), each with its information fractions."""
     estimate, item = float(contrast["estimate"]), float(contrast.get("se_item", 0.0))
@@ -158,7 +158,7 @@ def _sides(contrast: pd.Series, counts: tuple[int, ...], max_seeds: int) -> tupl
     return out[0], out[1]
 
 
-def _cannot_close(contrast: pd.Series, sides: tuple[LookContrast, LookContrast], level: float,
+def _cannot_close(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,
                   plan: SequentialPlan) -> bool:  # fmt: skip
     """Whether, at ``max_seeds``, an estimate one current SE better on either side would still leave the margin
     inside the projected interval (z quantile at the local level: lenient, so a cell is kept rather than stopped)."""

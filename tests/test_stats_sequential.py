@@ -1,0 +1,188 @@
+"""The adaptive design's statistics (freezestats.stats.sequential): boundaries against published tables, the
+decisions' contract (deterministic, blind to a seed beyond the look, decided on the history), error control
+under optional stopping by a small Monte Carlo, and early decisions where the answer is clear."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from freezestats.exceptions import ModelFitError
+from freezestats.stats import SequentialPlan, next_seeds, replay, replay_summary, sequential_decisions
+from freezestats.stats.sequential import SEQUENTIAL_COLUMNS, boundaries, crossing_probability, spent
+from freezestats.stats.sequential.bounds import fractions_of
+from freezestats.stats.sequential.history import SequentialHistory
+
+EQUAL_5 = (0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def test_obrien_fleming_type_boundaries_match_the_published_values():
+    # Lan-DeMets O'Brien-Fleming-type spending, K = 5 equally spaced looks, one-sided alpha = 0.025: the classic
+    # boundaries (Jennison & Turnbull 2000, sec. 7.2; R gsDesign(k=5, test.type=1, sfu=sfLDOF)$upper$bound)
+    published = [4.877, 3.357, 2.680, 2.290, 2.031]
+    assert np.round(boundaries(EQUAL_5, 0.025, "obrien_fleming"), 3).tolist() == published
+
+
+@pytest.mark.parametrize(
+    ("name", "k", "constant"),
+    [
+        # Jennison & Turnbull (2000) Table 2.1, Pocock's constant C_P(K, alpha=0.05 two-sided)
+        ("pocock", 2, 2.178),
+        ("pocock", 5, 2.413),
+        # Jennison & Turnbull (2000) Table 2.3, O'Brien & Fleming's constant C_B(K, 0.05): c_k = C_B sqrt(K/k)
+        ("obrien_fleming", 2, 1.977),
+        ("obrien_fleming", 5, 2.040),
+    ],
+)
+def test_crossing_probability_of_the_published_constant_boundaries(name, k, constant):
+    # a two-sided 0.05 design crosses each side with probability 0.025 (crossing both is below 1e-6)
+    looks = np.arange(1, k + 1)
+    bounds = np.full(k, constant) if name == "pocock" else constant * np.sqrt(k / looks)
+    assert crossing_probability(bounds, tuple(looks / k)) == pytest.approx(0.025, abs=2e-4)
+
+
+@pytest.mark.parametrize("kind", ["obrien_fleming", "pocock"])
+@pytest.mark.parametrize("fractions", [EQUAL_5, (0.35, 0.5, 0.9, 1.0), (0.8, 0.95, 1.0)])
+def test_boundaries_spend_exactly_the_level(kind, fractions):
+    for alpha in (0.001, 0.0125, 0.05):
+        bounds = boundaries(fractions, alpha, kind)
+        assert crossing_probability(bounds, fractions) == pytest.approx(alpha, rel=1e-3)
+        assert spent(1.0, alpha, kind) == pytest.approx(alpha)
+    levels = spent(np.linspace(0, 1, 11), 0.05, kind)
+    assert levels[0] == 0 and np.all(np.diff(levels) > 0)
+
+
+def test_pocock_type_boundaries_are_nearly_flat_and_obrien_fleming_falls():
+    pocock = boundaries(EQUAL_5, 0.025, "pocock")
+    assert np.ptp(pocock) < 0.06 and pocock[-1] > stats.norm.isf(0.025)
+    assert np.all(np.diff(boundaries(EQUAL_5, 0.025)) < 0)
+
+
+def test_a_look_with_no_new_information_spends_nothing():
+    bounds = boundaries((0.5, 0.5000001, 1.0), 0.025)
+    assert bounds[1] == bounds[0]
+    assert crossing_probability(bounds[[0, 2]], (0.5, 1.0)) <= 0.025 + 1e-6
+
+
+def test_information_fractions_stop_growing_where_the_items_dominate():
+    seeds_only = fractions_of(0.02, 0.0, (2, 4, 6), 8)
+    assert seeds_only == pytest.approx((0.25, 0.5, 0.75))
+    items_heavy = fractions_of(0.02, 0.019, (2, 4, 6), 8)
+    assert items_heavy[0] > 0.8 and items_heavy == tuple(sorted(items_heavy))
+
+
+def _study(rng: int, effects: dict[tuple[int, int], float], seeds: int = 9, sd: float = 0.01) -> pd.DataFrame:
+    """Runs of depths 0, 1, 2 at two sizes: a seed effect shared with the reference plus the depth's own noise."""
+    gen = np.random.default_rng(rng)
+    rows = []
+    for size in (100, 1000):
+        shared = gen.normal(0, sd, seeds)
+        for depth in (0, 1, 2):
+            own = 0.0 if depth == 0 else gen.normal(0, sd, seeds)
+            score = 0.8 + effects.get((size, depth), 0.0) + shared + own
+            rows += [{"train_size": size, "frozen_layers": depth, "seed": s + 1, "heldout": score[s], "failed": False}
+                     for s in range(seeds)]  # fmt: skip
+    return pd.DataFrame(rows).assign(trial=lambda d: np.arange(len(d)))
+
+
+PLAN = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=3, max_seeds=9, seeds_per_round=3)
+EFFECTS = {(100, 1): 0.0, (100, 2): -0.2, (1000, 1): -0.01, (1000, 2): -0.005}
+
+
+def test_plan_looks_and_checks():
+    assert PLAN.looks() == (3, 6, 9)
+    assert SequentialPlan(margin=0.01, min_seeds=2, max_seeds=7, seeds_per_round=2).looks() == (2, 4, 6, 7)
+    with pytest.raises(ModelFitError, match="min_seeds"):
+        SequentialPlan(margin=0.01, min_seeds=1)
+    with pytest.raises(ModelFitError, match="spending"):
+        SequentialPlan(margin=0.01, spending="haybittle")
+
+
+def test_decisions_are_deterministic_and_have_the_contract_columns():
+    runs = _study(1, EFFECTS)
+    first = sequential_decisions(runs, None, PLAN)
+    assert list(first.columns) == SEQUENTIAL_COLUMNS
+    assert set(first["decision"]) <= {"noninferior", "inferior", "open", "exhausted"}
+    pd.testing.assert_frame_equal(first, sequential_decisions(runs.sample(frac=1.0, random_state=3), None, PLAN))
+
+
+def test_a_seed_beyond_the_look_changes_nothing():
+    runs = _study(2, EFFECTS)
+    at_six = runs[runs["seed"] <= 6]
+    one_more = runs[(runs["seed"] <= 6) | ((runs["seed"] == 7) & (runs["train_size"] == 100))]
+    pd.testing.assert_frame_equal(sequential_decisions(at_six, None, PLAN), sequential_decisions(one_more, None, PLAN))
+
+
+def test_a_cell_decided_early_keeps_its_decision_and_clear_answers_come_early():
+    runs = _study(3, EFFECTS, sd=0.004)
+    full = sequential_decisions(runs, None, PLAN).set_index(["train_size", "frozen_layers"])
+    early = sequential_decisions(runs[runs["seed"] <= 6], None, PLAN).set_index(["train_size", "frozen_layers"])
+    # no true cost: shown non-inferior before the last look; a cost of 20 points: shown inferior as early
+    assert full.loc[(100, 1), "decision"] == "noninferior" and full.loc[(100, 1), "look"] < len(PLAN.looks())
+    assert full.loc[(100, 2), "decision"] == "inferior" and full.loc[(100, 2), "look"] < len(PLAN.looks())
+    decided = early[early["decision"] != "open"].index
+    assert len(decided) >= 2
+    pd.testing.assert_frame_equal(full.loc[decided], early.loc[decided])
+
+
+def test_next_seeds_names_the_open_cells_and_their_reference():
+    decisions = pd.DataFrame({"train_size": [100, 100, 1000], "frozen_layers": [1, 2, 1], "reference": 0,
+                              "look": [1, 2, 1], "decision": ["open", "open", "noninferior"]})  # fmt: skip
+    wanted = next_seeds(decisions, PLAN)
+    assert wanted.to_dict("records") == [
+        {"train_size": 100, "frozen_layers": 0, "seeds_target": 9},
+        {"train_size": 100, "frozen_layers": 1, "seeds_target": 6},
+        {"train_size": 100, "frozen_layers": 2, "seeds_target": 9},
+    ]
+    assert next_seeds(decisions.assign(decision="inferior"), PLAN).empty
+
+
+def test_replay_uses_only_the_runs_an_adaptive_study_would_have_run():
+    runs = _study(3, EFFECTS, sd=0.004)
+    played = replay(runs, None, PLAN)
+    last = played.sort_values("round").groupby(["train_size", "frozen_layers"]).last()
+    final = sequential_decisions(runs, None, PLAN).set_index(["train_size", "frozen_layers"])
+    assert (last.loc[final.index, "decision"] == final["decision"]).all()
+    decided = last[last["decided_round"].notna()]
+    assert (decided["seeds"] == [PLAN.looks()[int(r) - 1] for r in decided["decided_round"]]).all()
+    summary = replay_summary(played, PLAN).set_index("train_size")
+    assert summary.loc[-1, "runs_adaptive"] == last["seeds"].sum() < summary.loc[-1, "runs_fixed"] == 6 * 9
+
+
+def _null_studies(n: int) -> tuple[float, float]:
+    """The share of studies at the margin (one hypothesis, true cost exactly -0.01) shown non-inferior by the
+    sequential design, and by testing at the fixed level at every look and stopping at the first success.
+
+    The looks' contrasts are the paired t (what ``task_level_contrasts`` gives without items) computed here, so
+    that a thousand studies take a second: the statistics under test are the history's (graph, spending,
+    information fractions, t scale), the plumbing from runs to contrasts is tested above."""
+    plan = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=3, max_seeds=9, seeds_per_round=3)
+    gen = np.random.default_rng(20261125)
+    sequential = naive = 0
+    for _ in range(n):
+        diff = -0.01 + gen.normal(0, 0.01, plan.max_seeds)
+        history = SequentialHistory([(100, 1)], plan, reference=0, population="evaluation_set")
+        shown = []
+        for look, s in enumerate(plan.looks(), start=1):
+            d = diff[:s]
+            se = d.std(ddof=1) / np.sqrt(s)
+            contrast = pd.DataFrame({"train_size": [100], "frozen_layers": [1], "estimate": [d.mean()], "se": [se],
+                                     "df": [s - 1.0], "se_item": [0.0]})  # fmt: skip
+            history.step(look, contrast)
+            shown.append(d.mean() - stats.t.isf(0.05, s - 1) * se > -0.01)
+        sequential += bool(history.rows[(100, 1)]["decision"] == "noninferior")
+        naive += any(shown)
+    return sequential / n, naive / n
+
+
+def test_error_at_the_margin_is_controlled_under_optional_stopping():
+    n = 600
+    sequential, naive = _null_studies(n)
+    # one-sided: alpha plus 2.33 Monte Carlo SEs of a rate of 0.05 (a 1% false alarm at a true 0.05; the
+    # generator's seed is fixed, so the test is deterministic)
+    bound = 0.05 + 2.33 * np.sqrt(0.05 * 0.95 / n)
+    assert sequential <= bound
+    # and the test can fail: testing at the fixed level at each of the 3 looks goes past that bound
+    assert naive > bound
