@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import shutil
 import sys
+import tempfile
 import types
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +45,7 @@ def _raw(tiny_model: Path, **adaptive) -> dict:
     table = {"margin": 0.05, "min_seeds": 2, "max_seeds": 4, **adaptive}
     return simple_spec(
         model=str(tiny_model),
+        tasks=["agreement"],  # the packaged demo task: small, so each `run` prepares it in a moment
         grid={"frozen_layers": [0, 1, 2], "train_sizes": [32], "seeds": [1]},
         training={"epochs": 1, "max_length": 32},
         adaptive=table,
@@ -149,6 +154,21 @@ def fake_training(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return ran
 
 
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[str]:
+    """A study database on a RAM disk where there is one: each trial writes ~40 attributes, one commit each, and
+    on a disk every commit waits for an fsync (this keeps the file's tests to seconds, not a minute)."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield f"sqlite:///{tmp_path / 'study.db'}"
+        return
+    folder = Path(tempfile.mkdtemp(dir=shm, prefix="freezestats-adaptive-"))
+    try:
+        yield f"sqlite:///{folder / 'study.db'}"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _run(spec: Path, storage: str, glue_dir: Path, *extra: str) -> int:
     args = ["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]
     return main([*args, *extra])
@@ -214,9 +234,8 @@ def test_adaptive_flag_without_the_table_exits_2_and_writes_nothing(
 
 
 def test_run_decides_early_where_it_can_and_spends_seeds_where_it_cannot(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
 ) -> None:
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
     assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir, "--adaptive") == 0
     out = capsys.readouterr().out
     # Round 1: two seeds for all three cells; depth 2 (-0.20) is inferior at once, depth 1 (-0.01) still open.
@@ -258,32 +277,31 @@ def _check_report_section(storage: str, tmp_path: Path) -> None:
     from freezestats.report.writer import Writer
 
     runs = results_table(load_study(open_storage(storage), None))
-    analysis = SimpleNamespace(settings={"tasks": ["sst2"], "response": "heldout"}, tables={}, warnings=[])
+    analysis = SimpleNamespace(settings={"tasks": ["agreement"], "response": "heldout"}, tables={}, warnings=[])
     inputs = ReportInputs(analysis=analysis, runs=runs, study=load_study_record(storage))
     w = Writer(tmp_path / "report", lambda _: None)
     section = _seeds_spent(inputs, w)
     assert section.startswith("## How the seeds were spent")
     assert "It used 8 runs in 2 rounds and stopped because every comparison was decided" in section
     assert "The decisions speak of this evaluation set" in section  # no item predictions: seeds only
-    table = pd.read_parquet(tmp_path / "report" / "tables" / "sst2-seeds-spent.parquet")
+    table = pd.read_parquet(tmp_path / "report" / "tables" / "agreement-seeds-spent.parquet")
     assert table[["frozen", "seeds", "decision", "decided in round"]].values.tolist() == [
         ["0", 3, "reference", "–"],
         ["1", 3, "noninferior", "2"],
         ["2", 2, "inferior", "1"],
     ]
-    assert (tmp_path / "report" / "figures" / "sst2-seeds-spent.svg").is_file()
+    assert (tmp_path / "report" / "figures" / "agreement-seeds-spent.svg").is_file()
     plain = ReportInputs(analysis=analysis, runs=runs, study={"spec": {}})
     assert _seeds_spent(plain, w) == ""  # a study that ran every seed has no such section
 
 
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")
 def test_a_decision_step_twice_or_from_two_processes_enqueues_nothing_twice(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training
 ) -> None:
     from freezestats.analysis.adaptive import decide_round
 
     spec = load_spec(write_spec(tmp_path, _raw(tiny_model)))
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
     prepared = prepare_study(spec, glue_dir)
     first = create_or_load_study(open_storage(storage), spec)
     second = optuna.load_study(study_name=spec.name, storage=open_storage(storage))  # another worker's handle
@@ -298,17 +316,16 @@ def test_a_decision_step_twice_or_from_two_processes_enqueues_nothing_twice(
         runner_module.set_user_attrs(ask, record.attrs())
         first.tell(ask, record.best_dev)
     keys = [c.key for c in decision_step(second, prepared, decide_round).enqueued]
-    assert sorted(keys) == [f"sst2|frozen={k}|n=32|draw=0|seed=3" for k in (0, 1)]
+    assert sorted(keys) == [f"agreement|frozen={k}|n=32|draw=0|seed=3" for k in (0, 1)]
     assert decision_step(first, prepared, decide_round).enqueued == []
     stored = Counter(t.user_attrs["cell_key"] for t in first.get_trials())
     assert set(stored.values()) == {1} and len(stored) == 8
 
 
 def test_resume_mid_round_runs_what_waits_then_decides_on_what_is_stored(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
 ) -> None:
     spec_path = write_spec(tmp_path, _raw(tiny_model))
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
     assert _run(spec_path, storage, glue_dir, "--max-trials", "4") == 0  # stops inside round 1
     assert sum(_complete(storage).values()) == 4
     study = load_study(open_storage(storage), None)
@@ -320,9 +337,8 @@ def test_resume_mid_round_runs_what_waits_then_decides_on_what_is_stored(
 
 
 def test_the_budget_stops_before_a_round_that_would_exceed_it(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
 ) -> None:
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
     assert _run(write_spec(tmp_path, _raw(tiny_model, budget=7)), storage, glue_dir) == 0
     out = capsys.readouterr().out
     assert "Stopped: the next round would spend more runs than `adaptive.budget` (6 runs used)" in out
@@ -331,12 +347,11 @@ def test_the_budget_stops_before_a_round_that_would_exceed_it(
 
 
 def test_enqueue_only_takes_one_decision_step_and_workers_drain_it(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
 ) -> None:
     from freezestats.runner import work_study
 
     spec_path = write_spec(tmp_path, _raw(tiny_model))
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
     for _ in range(2):  # the same step twice: the second adds nothing
         assert _run(spec_path, storage, glue_dir, "--enqueue-only") == 0
     study = load_study(open_storage(storage), None)
@@ -349,7 +364,7 @@ def test_enqueue_only_takes_one_decision_step_and_workers_drain_it(
 
 
 def test_the_real_statistics_drive_the_loop(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     """The same loop on :mod:`freezestats.stats.sequential` itself, with a seed-to-seed spread (its intervals need
     one): depth 2 (20 points worse) is decided before depth 1 (a point worse, within the margin), each stops
@@ -364,7 +379,6 @@ def test_the_real_statistics_drive_the_loop(
         return dataclasses.replace(record, heldout=score, best_dev=score, final_dev=score)
 
     monkeypatch.setattr(runner_module, "run_cell", noisy)
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
     assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir, "--adaptive") == 0
     out = capsys.readouterr().out
     counts = _complete(storage)
@@ -385,9 +399,9 @@ def test_the_real_statistics_drive_the_loop(
     from freezestats.report.writer import Writer
 
     runs = results_table(load_study(open_storage(storage), None))
-    analysis = SimpleNamespace(settings={"tasks": ["sst2"], "response": "heldout"}, tables={}, warnings=[])
+    analysis = SimpleNamespace(settings={"tasks": ["agreement"], "response": "heldout"}, tables={}, warnings=[])
     inputs = ReportInputs(analysis=analysis, runs=runs, study=load_study_record(storage))
     assert "## How the seeds were spent" in _seeds_spent(inputs, Writer(tmp_path / "report", lambda _: None))
-    table = pd.read_parquet(tmp_path / "report" / "tables" / "sst2-seeds-spent.parquet").set_index("frozen")
+    table = pd.read_parquet(tmp_path / "report" / "tables" / "agreement-seeds-spent.parquet").set_index("frozen")
     assert table.loc["2", "decision"] == "inferior" and table.loc["1", "decision"] == "noninferior"
     assert int(table.loc["2", "decided in round"]) < int(table.loc["1", "decided in round"])
