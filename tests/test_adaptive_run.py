@@ -405,3 +405,25 @@ def test_the_real_statistics_drive_the_loop(
     table = pd.read_parquet(tmp_path / "report" / "tables" / "agreement-seeds-spent.parquet").set_index("frozen")
     assert table.loc["2", "decision"] == "inferior" and table.loc["1", "decision"] == "noninferior"
     assert int(table.loc["2", "decided in round"]) < int(table.loc["1", "decided in round"])
+
+
+def test_a_cell_enqueued_twice_at_once_runs_once(
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training
+) -> None:
+    """Two decision steps writing at the same instant can both enqueue a cell (check, then write); the worker
+    that claims the second copy stands down, so the cell runs once and the copy is a PRUNED trial."""
+    from freezestats.runner import work_study
+    from freezestats.runner.adaptive import adaptive_cells
+
+    spec = load_spec(write_spec(tmp_path, _raw(tiny_model)))
+    prepared = prepare_study(spec, glue_dir)
+    study = create_or_load_study(open_storage(storage), spec)
+    cells = adaptive_cells(prepared, {("agreement", 32, 0): 1, ("agreement", 32, 1): 1})
+    for cell in [*cells, *cells]:  # what two racing steps leave behind: every cell twice
+        study.enqueue_trial(cell.params(), user_attrs=cell.attrs())
+    work_study(storage, data_dir=glue_dir, show_progress=False)
+    assert sorted(fake_training) == sorted(c.key for c in cells)  # each trained once
+    states = Counter((t.user_attrs["cell_key"], t.state) for t in study.get_trials())
+    assert {state for (_, state) in states} == {TrialState.COMPLETE, TrialState.PRUNED}
+    assert all(n == 1 for n in states.values())
+    assert all(t.user_attrs.get("duplicate") for t in study.get_trials(states=(TrialState.PRUNED,)))

@@ -34,7 +34,14 @@ from freezestats.runner.interrupts import InterruptGate
 from freezestats.spec.study import StudySpec
 from freezestats.study.cells import Cell
 from freezestats.study.data_identity import check_data_identity
-from freezestats.study.queue import INTERRUPTED, enqueue_cells, is_enqueued_cell, requeue, trials_by_cell
+from freezestats.study.queue import (
+    INTERRUPTED,
+    duplicate_claim,
+    enqueue_cells,
+    is_enqueued_cell,
+    requeue,
+    trials_by_cell,
+)
 from freezestats.study.storage import artifact_dir_for, open_storage
 from freezestats.study.trials import SPEC_ATTR, create_or_load_study, load_study, set_user_attrs, suggest_cell
 
@@ -278,6 +285,9 @@ class _Runner:
             # Another worker took the last WAITING cell between our check and our claim.
             trial.set_user_attr("stray", True)
             raise optuna.TrialPruned("no enqueued cell was left to claim")
+        if duplicate_claim(self.study, trial):  # the cell was enqueued twice at once; the other copy has it
+            trial.set_user_attr("duplicate", True)
+            raise optuna.TrialPruned("another trial of this cell ran or runs")
         self.n_run += 1  # counted here, so a stray claim (a race lost to another worker) is not a run
         try:
             # Ctrl-C raises at once only inside the training (run_cell's `interruptible` blocks). Raised inside a

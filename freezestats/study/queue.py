@@ -23,6 +23,7 @@ __all__ = [
     "INTERRUPTED",
     "cell_from_trial",
     "counts_as_retry",
+    "duplicate_claim",
     "enqueue_cells",
     "is_enqueued_cell",
     "requeue",
@@ -93,6 +94,26 @@ def enqueue_cells(study: optuna.Study, cells: Iterable[Cell], max_retries: int =
         study.enqueue_trial(cell.params(), user_attrs=cell.attrs())
         added.append(cell)
     return added
+
+
+def duplicate_claim(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> bool:
+    """Whether another trial of ``trial``'s cell is COMPLETE or RUNNING: the cell was enqueued twice.
+
+    :func:`enqueue_cells` checks, then writes; two processes that enqueue the same cell at the same instant
+    (two decision steps of an adaptive study, two ``run`` commands started together) can both write it. The
+    worker that claims such a copy stands down (the caller prunes it), so a cell never runs twice. A RUNNING
+    trial with a ``fail_reason`` is one whose worker is failing it and has handed the cell back (:func:`requeue`
+    writes the new trial before Optuna marks the old one FAILED), so it does not count. Two copies claimed at
+    the same instant both stand down, and the next enqueue puts the cell back: a cell is never lost for good.
+    """
+    key = trial.user_attrs.get("cell_key")
+    alive = (TrialState.COMPLETE, TrialState.RUNNING)
+    for other in study.get_trials(deepcopy=False, states=alive):
+        if other.number == trial.number or other.user_attrs.get("cell_key") != key:
+            continue
+        if other.state == TrialState.COMPLETE or "fail_reason" not in other.user_attrs:
+            return True
+    return False
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial | optuna.Trial, max_retries: int, counted: bool = True) -> bool:
