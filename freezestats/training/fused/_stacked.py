@@ -9,10 +9,12 @@ written out (embeddings, blocks, pooler, classifier), operation for operation, s
 computes alone; hidden states carry the run dimension first, ``(R, B, L, H)`` with ``R`` either K or 1 (one
 input shared by all runs: the validation set), broadcast where it meets stacked weights.
 
-Dropout draws each run's masks from that run's own generator, over that run's own (unpadded) batch shape, so a
-run's masks do not depend on which other runs share its batch. They are not the masks the same run draws
-alone (the unfused model draws from torch's global generator, in its own order), which is why fusion is
-shown equal to a lone run with dropout off and equivalent in distribution with it on.
+Dropout draws each run's masks from that run's own generator, over that run's own (unpadded) batch shape, in
+the order transformers' BERT draws them (embeddings; per block the attention weights, the attention output, the
+feed-forward output; the pooled output), so a run's masks do not depend on which other runs share its batch,
+and on CPU (where ``F.dropout`` and SDPA's math kernel draw ``bernoulli_`` of the same shapes from the global
+generator) they are the masks the run draws alone. A change in transformers' order of dropout calls would break
+that equality, not the method: ``tests/test_fused_training.py`` would say so.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def _known(name: str, n_layers: int) -> bool:
 
 @dataclass
 class RunDropout:
-    """Dropout with one generator per run, each masking only its own run's unpadded positions.
+    """Dropout with one generator per run, each masking only its own run's unpadded positions (as ``F.dropout``:
+    a ``bernoulli_(1 - p)`` mask divided by ``1 - p``).
 
     ``lengths[k]`` is run k's batch length (its longest example): the positions beyond it are padding added
     to stack it with longer batches, left unmasked so that run k draws as many numbers as it would alone.
@@ -117,14 +120,23 @@ class StackedBert(nn.Module):
 
         self.act = ACT2FN[self.config.hidden_act]
 
-    def keep(self, index: list[int]) -> None:
-        """Keep only the runs ``index`` (a failed run leaves; the others' slices are untouched)."""
+    def keep(self, index: list[int]) -> dict[nn.Parameter, nn.Parameter]:
+        """Keep only the runs ``index`` (a failed run leaves; the others' slices are untouched).
+
+        The kept slices become new parameters (autograd remembers a leaf's shape, so a parameter cannot
+        shrink in place); returns old -> new, for the optimizer to move its state.
+        """
         rows = torch.as_tensor(index, device=next(iter(self.stacked.values())).device)
-        for param in self.stacked.values():
-            param.data = param.data.index_select(0, rows)
-            if param.grad is not None:
-                param.grad = param.grad.index_select(0, rows)
+        moved: dict[nn.Parameter, nn.Parameter] = {}
+        for key, old in list(self.stacked.items()):
+            new = nn.Parameter(old.detach().index_select(0, rows))
+            if old.grad is not None:
+                new.grad = old.grad.index_select(0, rows)
+            self.stacked[key] = new
+            self.weights[key.replace("__", ".")] = new
+            moved[old] = new
         self.k = len(index)
+        return moved
 
     # -- the forward pass ---------------------------------------------------------------------------------
     def logits(

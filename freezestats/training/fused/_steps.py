@@ -111,7 +111,7 @@ class FusedSteps:
                         f"The training loss became {value} at step {step + 1} of {total}."
                     )
                     self.failed.append(self.slots[i])
-            self._keep(finite, optimizer)
+            self._keep(finite, optimizer, params)
             values = [values[i] for i in finite]
         if not self.slots:
             return
@@ -121,14 +121,23 @@ class FusedSteps:
         for slot, value in zip(self.slots, values, strict=True):
             slot.loss = value
 
-    def _keep(self, index: list[int], optimizer: torch.optim.Optimizer) -> None:
-        """Keep the runs ``index``: their parameter, gradient and AdamW-moment slices, generators and slots."""
-        self.model.keep(index)
+    def _keep(self, index: list[int], optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> None:
+        """Keep the runs ``index``: their parameter, gradient and AdamW-moment slices, generators and slots.
+
+        ``params`` (the optimizer's list) is updated in place to the kept runs' new parameters.
+        """
+        moved = self.model.keep(index)
         rows = torch.as_tensor(index, dtype=torch.long, device=self.device)
-        for state in optimizer.state.values():
-            for name, value in state.items():
-                if torch.is_tensor(value) and value.dim() > 0:
-                    state[name] = value.index_select(0, rows)
+        state = optimizer.state
+        for old, new in moved.items():
+            if old in state:
+                kept = state.pop(old)
+                state[new] = {
+                    name: value.index_select(0, rows) if torch.is_tensor(value) and value.dim() > 0 else value
+                    for name, value in kept.items()
+                }
+        params[:] = [moved[p] for p in params]
+        optimizer.param_groups[0]["params"] = list(params)
         self.dropout.keep(index)
         self.slots = [self.slots[i] for i in index]
 
