@@ -344,6 +344,11 @@ def test_the_budget_stops_before_a_round_that_would_exceed_it(
     assert "Stopped: the next round would spend more runs than `adaptive.budget` (6 runs used)" in out
     assert sum(_complete(storage).values()) == 6
     assert load_study(open_storage(storage), None).user_attrs["adaptive"]["stopped"] == "budget"
+    spec = write_spec(tmp_path, _raw(tiny_model, budget=7))
+    assert main(["validate", str(spec), "--data-dir", str(glue_dir)]) == 0
+    assert "adaptive: 3 cells x 2..4 seeds = 6..12 trials, in rounds (seeds in order: 1, 2, 3, 4)" in (
+        capsys.readouterr().out
+    )
 
 
 def test_enqueue_only_takes_one_decision_step_and_workers_drain_it(

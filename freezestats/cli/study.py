@@ -105,10 +105,18 @@ class _Validate(_Command):
             where = "every frozen level" if levels is None else f"frozen {', '.join(map(str, levels))}"
             pairs = [name for name, task in prepared.tasks.items() if task.data.task.is_pair]
             print(f"  pair encoding {', '.join(spec.grid.pair_encoding)} for {', '.join(pairs)} (bi at {where})")
-        print(
-            f"  {prepared.n_cells()} trials: {len(search)} learning-rate search, "
-            f"{prepared.n_cells() - len(search)} grid"
-        )
+        if spec.adaptive is not None:  # the grid's size is the rounds' to decide
+            plan, n = spec.adaptive, len(grid) // len(spec.grid.seeds)
+            seeds = ", ".join(map(str, plan.seed_ladder(spec.grid.seeds)))
+            print(
+                f"  adaptive: {n} cells x {plan.min_seeds}..{plan.max_seeds} seeds = {n * plan.min_seeds}.."
+                f"{n * plan.max_seeds} trials, in rounds (seeds in order: {seeds})"
+            )
+        else:
+            print(
+                f"  {prepared.n_cells()} trials: {len(search)} learning-rate search, "
+                f"{prepared.n_cells() - len(search)} grid"
+            )
         if args.list_cells:
             for cell in [*search, *grid]:
                 print(f"  {cell.key}  " + ("no lr" if cell.learning_rate is None else f"lr={cell.learning_rate:g}"))
