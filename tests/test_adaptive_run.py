@@ -260,6 +260,10 @@ def test_run_decides_early_where_it_can_and_spends_seeds_where_it_cannot(
     assert "reference" in lines["0"]
 
     _check_report_section(storage, tmp_path)
+    assert main(["analyze", "--storage", storage, "-o", str(tmp_path / "analysis"), "--n-boot", "50"]) == 0
+    assert "warning: this study ran adaptively ([adaptive], 2 rounds; every comparison is decided)" in (
+        capsys.readouterr().out
+    )
 
     # Run again: nothing is open, so nothing runs.
     fake_training.clear()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from freezestats.runner.adaptive import AdaptiveRun
     from freezestats.spec.study import StudySpec
 
-__all__ = ["check_adaptive_flags", "print_adaptive_status", "run_adaptively"]
+__all__ = ["adaptive_note", "check_adaptive_flags", "print_adaptive_status", "run_adaptively"]
 
 _STOPPED = {
     "decided": "every comparison is decided",
@@ -107,3 +107,15 @@ def print_adaptive_status(console: Any, study: optuna.Study) -> None:
             row.task, str(row.train_size), str(row.frozen_layers), str(row.seeds), row.decision, estimate, lower
         )
     console.print(table)
+
+
+def adaptive_note(log: dict[str, Any]) -> str:
+    """What ``analyze`` says of an adaptive study: its runs were allocated by the sequential test, which the
+    fixed-design tables do not account for; where its own decisions are."""
+    stopped = _STOPPED.get(log.get("stopped") or "", "it had not stopped")
+    return (
+        f"this study ran adaptively ([adaptive], {len(log.get('rounds', []))} rounds; {stopped}): its cells hold "
+        "different numbers of seeds, chosen by the sequential test, and these fixed-design tables do not account "
+        "for that optional stopping; the sequential decisions are in `freezestats status` and the report's "
+        "'How the seeds were spent'"
+    )

@@ -107,6 +107,10 @@ class _Analyze(_Command):
         if why_not:
             analysis.warnings.append(why_not)
         study = load_study_record(storage, args.study_name) if storage is not None else None
+        if study is not None and study.get("adaptive"):
+            from freezestats.cli.adaptive import adaptive_note
+
+            analysis.warnings.append(adaptive_note(study["adaptive"]))
         path = write_analysis(analysis, args.output, results=table, study=study)
         if args.json:
             print(path.read_text())
