@@ -9,7 +9,9 @@ by seed, with the evaluation items' part where the items are given). Its varianc
 estimated at the current look :math:`j` (:math:`s_j` seeds): the seeds' part (and the failure part of a
 two-part contrast) shrinks like one over the seeds, the items' part does not (the same items score every seed).
 The information is :math:`1/V`, so look :math:`i`'s fraction is :math:`t_i = V(s_{max}) / V(s_i)`, with
-:math:`V(s_{max})` projected from the current components. Where the items dominate, :math:`t_1` is already
+:math:`V(s_{max})` projected from the current components; the earlier looks' boundaries are recomputed with
+these fractions (the decisions taken at them stand), the usual practice when the information is estimated
+(Jennison & Turnbull 2000, sec. 7.2.2). Where the items dominate, :math:`t_1` is already
 close to 1: more seeds add little, and the spending function spends nearly all of the level at once.
 
 The canonical correlation :math:`\sqrt{t_i/t_j}` holds because the seed sets are nested and the items shared:
