@@ -140,3 +140,21 @@ def test_what_cannot_fuse_runs_alone_and_says_why(tiny_model: Path, glue_dir: Pa
     assert fusion_blocker(other_rate) == "the runs differ in learning_rate"
     outcomes = fine_tune_many(other_rate)
     assert [o.extra["fusion"] for o in outcomes] == ["alone: the runs differ in learning_rate"] * 2
+
+
+def test_the_reinit_arm_fuses_and_an_adapter_arm_runs_alone(tiny_model: Path, glue_dir: Path) -> None:
+    """Re-initialised layers are drawn per run by the arm, from the run's seed: stacked, they train as alone.
+    LoRA adds adapter modules the stacked model does not know: its runs train alone and say so."""
+    from freezestats.arms import LoraArm, ReinitArm
+
+    reinit = ReinitArm()
+    runs = [{**run, "arm": reinit} for run in _runs(tiny_model, glue_dir, "sst2", [1, 2], 1, epochs=1)]
+    fused = fine_tune_many(runs)
+    assert [o.extra["fusion"] for o in fused] == ["fused", "fused"]
+    for run, outcome in zip(runs, fused, strict=True):
+        _assert_same_run(outcome, fine_tune(**run))
+    lora = LoraArm()
+    runs = [{**run, "arm": lora} for run in _runs(tiny_model, glue_dir, "sst2", [1, 2], 2, epochs=1)]
+    reasons = [o.extra["fusion"] for o in fine_tune_many(runs)]
+    assert all(r.startswith("alone: parameters the fused trainer does not know (an adapter?)") for r in reasons)
+    assert "lora_A" in reasons[0]

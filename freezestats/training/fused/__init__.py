@@ -53,6 +53,7 @@ from freezestats.training import (
     resolve_device,
     resolve_precision,
 )
+from freezestats.training._encoding import EncodedSplit
 from freezestats.training._loop import Schedule
 from freezestats.training._measure import Meter
 from freezestats.training._prefix import wire_prefix_cache
@@ -97,8 +98,11 @@ def fusion_blocker(runs: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _same(a: Any, b: Any) -> bool:
+    """Equal inputs: the same object, equal arrays, equal splits (examples and labels), or ``==``."""
     if a is b:
         return True
+    if isinstance(a, EncodedSplit) and isinstance(b, EncodedSplit):
+        return a.name == b.name and a.features == b.features and np.array_equal(a.labels, b.labels)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
     try:

@@ -58,11 +58,34 @@ def stacking_blocker(models: Sequence[nn.Module]) -> str | None:
     return None
 
 
+_LAYER_PARAMS = tuple(
+    f"{module}.{kind}"
+    for module in (
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+        "attention.output.dense",
+        "attention.output.LayerNorm",
+        "intermediate.dense",
+        "output.dense",
+        "output.LayerNorm",
+    )
+    for kind in ("weight", "bias")
+)
+_OTHER_PARAMS = (
+    *(f"embeddings.{table}_embeddings.weight" for table in ("word", "position", "token_type")),
+    "embeddings.LayerNorm.weight",
+    "embeddings.LayerNorm.bias",
+    "pooler.dense.weight",
+    "pooler.dense.bias",
+)
+
+
 def _known(name: str, n_layers: int) -> bool:
-    if name.startswith(("classifier.", _PREFIX + "embeddings.", _PREFIX + "pooler.")):
-        return True
-    parts = name.split(".")
-    return name.startswith(_PREFIX + "encoder.layer.") and int(parts[3]) < n_layers
+    """A parameter of transformers' BERT classifier by its exact name (an adapter's wrapped ones are not)."""
+    known = {_PREFIX + other for other in _OTHER_PARAMS} | {"classifier.weight", "classifier.bias"}
+    known |= {f"{_PREFIX}encoder.layer.{i}.{param}" for i in range(n_layers) for param in _LAYER_PARAMS}
+    return name in known
 
 
 @dataclass
