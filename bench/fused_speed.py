@@ -272,10 +272,13 @@ def main() -> None:
     print(f"{flops.describe(cpu)}; precision {args.precision} on every side; {time.strftime('%Y-%m-%d %H:%M UTC')}")
     print(f"epochs {args.epochs or 'spec (10)'}, validation {args.n_val or 'all'}; {_load()}")
     peaks = [flops.matmul_peak(torch.get_num_threads(), (args.precision,))]
-    results = {}
+    results: dict[str, dict] = {}
     for i, cell in enumerate(args.cells.split(",")):
         order = ("unfused", "fused") if i % 2 == 0 else ("fused", "unfused")
-        results[cell] = {side: _part(args, cell, side) for side in order}
+        results[cell] = {}
+        for side in order:
+            results[cell][side] = _part(args, cell, side)
+            _save(args, cpu, peaks, results)  # after every part: a run cut short keeps what it measured
         if args.reference:
             results[cell]["reference"] = _reference(args, cell)
     peaks.append(flops.matmul_peak(torch.get_num_threads(), (args.precision,)))
@@ -288,6 +291,10 @@ def main() -> None:
     ratio = total["unfused"] / total["fused"]
     print(f"\nall cells: unfused {total['unfused']:.1f} s, fused {total['fused']:.1f} s, {ratio:.2f}x")
     print(f"finished: {_load()}")
+    _save(args, cpu, peaks, results)
+
+
+def _save(args: argparse.Namespace, cpu: dict, peaks: list[dict], results: dict) -> None:
     if args.out:
         raw = {"cpu": cpu, "args": vars(args), "peaks": peaks, "cells": results}
         Path(args.out).write_text(json.dumps(raw, indent=1))

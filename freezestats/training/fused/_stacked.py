@@ -223,6 +223,7 @@ class StackedBert(nn.Module):
         """Multi-head self-attention: ``(R, B, L, H)`` in, ``(K', B, L, H)`` out; eager where dropout draws."""
         q, k, v = (self._heads(self._linear(x, base + f"attention.self.{name}")) for name in ("query", "key", "value"))
         p = self.config.attention_probs_dropout_prob
+        additive = additive.to(q.dtype)  # under autocast q is bf16, and SDPA wants the mask in its dtype
         if dropout is None or p <= 0:
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)
         else:
