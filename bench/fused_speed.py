@@ -7,7 +7,8 @@ change in this shared machine's load does not fall on one side only; the load av
 after every part. Each side gets a fresh frozen-prefix cache per cell (both build it once, as one worker does).
 
 It prints the CPU and precision, then per cell and side: the wall time of the K runs (training and evaluation,
-from the first model load to the last outcome, data loading excluded), runs/hour, the ratio, peak RSS, achieved
+from the first model load to the last outcome, data loading excluded) and their CPU time (less sensitive to the
+other jobs on a shared machine), runs/hour, the ratio, peak RSS, achieved
 FLOP/s and its share of the ``torch.matmul`` peak measured in the same invocation (``bench/flops.py``: the
 useful FLOPs of the K runs, counted from the unfused runs' own padded batches; the fused side pads each step's
 K batches to their longest, so it computes more than it is credited with), and whether the fused runs' results
@@ -43,6 +44,13 @@ import flops  # noqa: E402
 def _load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time (user + system, all threads): on a machine shared with other jobs, the wall time
+    of a part depends on their load, its CPU time much less (it still grows with cache contention)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _inputs(args: argparse.Namespace, task_name: str, size: int, frozen: int) -> list[dict]:
@@ -130,7 +138,7 @@ def worker(args: argparse.Namespace) -> None:
     task_name, frozen, size = args.worker_cell.split(":")
     runs = _inputs(args, task_name, int(size), int(frozen))
     train_counts, eval_counts = _counting() if args.side == "unfused" else (None, None)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     if args.side == "unfused":
         outcomes = []
         for run in runs:
@@ -140,7 +148,7 @@ def worker(args: argparse.Namespace) -> None:
                 outcomes.append(failed)
     else:
         outcomes = fine_tune_many(runs)
-    wall = time.perf_counter() - started
+    wall, cpu_seconds = time.perf_counter() - started, _cpu_seconds() - cpu_started
     rows = [
         {"failed": str(o)}
         if isinstance(o, Exception)
@@ -156,6 +164,7 @@ def worker(args: argparse.Namespace) -> None:
         json.dumps(
             {
                 "wall": wall,
+                "cpu_seconds": cpu_seconds,
                 "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "runs": rows,
                 "train_counts": train_counts,
@@ -174,7 +183,8 @@ def _part(args: argparse.Namespace, cell: str, side: str) -> dict:
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result.update(process_wall=time.perf_counter() - started, load_before=before, load_after=_load())
-    print(f"  {cell} {side:8s}: {result['wall']:7.1f} s  ({before} -> {result['load_after']})", flush=True)
+    cpu = f", CPU {result['cpu_seconds']:.1f} s" if "cpu_seconds" in result else ""
+    print(f"  {cell} {side:8s}: {result['wall']:7.1f} s{cpu}  ({before} -> {result['load_after']})", flush=True)
     return result
 
 
@@ -224,7 +234,10 @@ def _report(args: argparse.Namespace, cell: str, parts: dict, peak: float | None
             f"  {side:8s} {part['wall']:7.1f} s  {3600 * args.seeds / part['wall']:6.1f} runs/h"
             f"  peak RSS {part['peak_rss'] / 2**30:.2f} GiB  {rate / 1e9:.1f} GFLOP/s useful{share}"
         )
-    print(f"  fused / unfused speed-up: {parts['unfused']['wall'] / parts['fused']['wall']:.2f}x")
+    print(f"  fused / unfused speed-up: {parts['unfused']['wall'] / parts['fused']['wall']:.2f}x in wall time", end="")
+    if "cpu_seconds" in parts["fused"]:
+        print(f", {parts['unfused']['cpu_seconds'] / parts['fused']['cpu_seconds']:.2f}x in CPU time", end="")
+    print()
     if "reference" in parts:
         per_run = sum(parts["reference"]["walls"]) / len(parts["reference"]["walls"])
         print(
