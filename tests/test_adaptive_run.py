@@ -28,6 +28,7 @@ from _factories import simple_spec, write_spec
 from optuna.trial import TrialState
 
 import freezestats.runner as runner_module
+from freezestats.cli.adaptive import _STOPPED
 from freezestats.cli.main import main
 from freezestats.exceptions import SpecError
 from freezestats.results.export import results_table
@@ -436,3 +437,22 @@ def test_a_cell_enqueued_twice_at_once_runs_once(
     assert {state for (_, state) in states} == {TrialState.COMPLETE, TrialState.PRUNED}
     assert all(n == 1 for n in states.values())
     assert all(t.user_attrs.get("duplicate") for t in study.get_trials(states=(TrialState.PRUNED,)))
+
+
+def test_two_worker_processes_drain_a_round_and_the_run_decides_after_it(
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential, capsys
+) -> None:
+    """``--workers 2``: real worker processes (real, tiny fine-tuning) claim the round's seeds; this process takes
+    the decision after it (the budget then stops the study, to keep this to one start of the workers). Whatever
+    the scores, every enqueued seed completes exactly once."""
+    spec = write_spec(tmp_path, _raw(tiny_model, max_seeds=3, budget=6))
+    assert _run(spec, storage, glue_dir, "--workers", "2") == 0
+    out = capsys.readouterr().out
+    counts = _complete(storage)
+    study = load_study(open_storage(storage), None)
+    enqueued = {t.user_attrs["cell_key"] for t in study.get_trials()}
+    assert set(counts) == enqueued and set(counts.values()) == {1} and len(counts) == 6
+    assert "2 worker process(es)" in out and "6 trials run now" in out
+    log = study.user_attrs["adaptive"]
+    assert len(log["rounds"]) == 1 and log["stopped"] in ("budget", "decided", "exhausted")
+    assert f"Stopped: {_STOPPED[log['stopped']]}" in out
