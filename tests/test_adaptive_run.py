@@ -456,3 +456,28 @@ def test_two_worker_processes_drain_a_round_and_the_run_decides_after_it(
     log = study.user_attrs["adaptive"]
     assert len(log["rounds"]) == 1 and log["stopped"] in ("budget", "decided", "exhausted")
     assert f"Stopped: {_STOPPED[log['stopped']]}" in out
+
+
+def test_a_seed_whose_copies_both_stood_down_is_enqueued_again_without_counting_twice(
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential
+) -> None:
+    from freezestats.analysis.adaptive import decide_round
+    from freezestats.runner.adaptive import adaptive_cells
+    from freezestats.study.trials import cell_distributions
+
+    spec = load_spec(write_spec(tmp_path, _raw(tiny_model)))
+    prepared = prepare_study(spec, glue_dir)
+    study = create_or_load_study(open_storage(storage), spec)
+    cell = adaptive_cells(prepared, {("agreement", 32, 0): 1})[0]
+    for _ in range(2):  # two copies claimed at the same instant: both stood down (queue.duplicate_claim)
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=cell.params(),
+                distributions=cell_distributions(spec),
+                user_attrs={**cell.attrs(), "duplicate": True},
+                state=TrialState.PRUNED,
+            )
+        )
+    step = decision_step(study, prepared, decide_round)
+    assert cell.key in {c.key for c in step.enqueued} and len(step.enqueued) == 6
+    assert step.runs_used == 6  # the seed was counted once, when it was first enqueued

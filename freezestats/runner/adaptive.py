@@ -124,14 +124,17 @@ def decision_step(study: optuna.Study, prepared: PreparedStudy, decide: Decide) 
         for key, wanted in decision.targets.items():
             targets[key] = max(targets.get(key, 0), wanted)
     existing = trials_by_cell(study)
-    new = [cell for cell in adaptive_cells(prepared, targets) if cell.key not in existing]
+    cells = adaptive_cells(prepared, targets)
+    fresh = [cell for cell in cells if cell.key not in existing]  # a seed tried before is counted already
     used = runs_used(study)
-    if adaptive.budget is not None and new and used + len(new) > adaptive.budget:
+    if adaptive.budget is not None and fresh and used + len(fresh) > adaptive.budget:
         return StepResult([], decision, used, stop="budget")
-    added = enqueue_cells(study, new, prepared.spec.execution.max_retries)
+    # Every wanted seed goes to the queue's check: one with a live trial is skipped, one that failed (or whose
+    # copies both stood down, queue.duplicate_claim) is enqueued again while it has retries left.
+    added = enqueue_cells(study, cells, prepared.spec.execution.max_retries)
     waiting = any(_pending(t) for trials in trials_by_cell(study).values() for t in trials)
     if added or waiting:
-        return StepResult(added, decision, used + len(added))
+        return StepResult(added, decision, used + len(fresh))
     open_left = decision is not None and decision.n_open > 0
     return StepResult([], decision, used, stop="exhausted" if open_left else "decided")
 
