@@ -1,0 +1,234 @@
+"""Does the adaptive design keep the task's familywise error at the margin, and how many runs does it save?
+
+    python bench/adaptive_seeds.py                      # 100 studies of each scenario (one process)
+    python bench/adaptive_seeds.py --margin 0.03 --output bench/results/adaptive_seeds_m003.json
+    python bench/adaptive_seeds.py --studies 20 --output /tmp/a.json
+    python bench/adaptive_seeds.py --from-json bench/results/adaptive_seeds.json   # reprint a run
+
+Each study is one simulated SST-2 grid of ``freezestats.stats.simulation.realistic`` with 10 seeds a cell
+(collapsed runs, depth x seed correlation from 0.99 to -0.3, a finite evaluation set of 872 items, runs that
+lean towards a class; ``bench/coverage_task_level.py`` describes it), failed runs flagged by the analysis's
+binomial rule. The adaptive design (``freezestats.stats.sequential``: margin 0.01, familywise alpha 0.05,
+cells first decided at 2 seeds then every 2 seeds up to 10, O'Brien-Fleming-type spending, task-level
+contrasts with the items' part) is played on the study's runs with ``replay``: a cell gets its next seeds only
+while its comparison is open, so the runs it uses are the ones an adaptive study would have run.
+
+* ``null_at_margin(0.01)``: every depth's true cost is exactly -0.01. The familywise error is the share of
+  studies naming any depth at any size non-inferior (nominal <= 0.05), and per size. The fixed design
+  (``task_noninferiority`` on all 10 seeds) is measured on the same studies, for comparison.
+* ``blog_shaped()``: per cell, the share of studies naming the depth non-inferior (power where its truth is
+  above -0.01), the share naming it inferior (an error where the truth is above -0.01), the mean seeds it got;
+  the same for the fixed design at S = 2, 4, 6, 8, 10 seeds, on each study's first S seeds. The fixed design
+  "of the same power" is the smallest S whose mean power over the cells with truth above -0.01 reaches the
+  adaptive design's; the runs ratio is the adaptive design's mean runs over that design's (35 cells x S), and
+  the agreement the share of (study, cell) whose non-inferiority claim is the same in both.
+
+Monte Carlo SEs are binomial, sqrt(p (1 - p) / studies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import multiprocessing
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from freezestats.stats.failures.rates import flag_failures
+from freezestats.stats.sequential import SequentialPlan, fixed_design, replay
+from freezestats.stats.simulation.realistic import (
+    RealisticTask,
+    blog_shaped,
+    null_at_margin,
+    realistic_task,
+    simulate_realistic,
+)
+
+# bench/coverage.py, for the saved record and the command line every coverage bench shares (loaded by path:
+# `import coverage` would find the PyPI package of pytest-cov first)
+_spec = importlib.util.spec_from_file_location("bench_coverage", Path(__file__).resolve().with_name("coverage.py"))
+coverage = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(coverage)  # type: ignore[union-attr]
+
+PLAN = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=2, max_seeds=10, seeds_per_round=2)
+FIXED_SEEDS = (2, 4, 6, 8, 10)
+NULL_OFFSET = 1_000_000  # the null studies' generator seeds: study i draws rng=NULL_OFFSET + i
+_TASKS: dict[str, RealisticTask] = {}
+
+
+def _flagged(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with the analysis's failure flags (the binomial rule on the scored half) in ``failed``."""
+    return runs.assign(failed=flag_failures(runs, checkpoint="heldout", rule="binomial").to_numpy())
+
+
+def _adaptive(runs: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """The adaptive design's last state per cell (the reference too) on a study's runs."""
+    played = replay(runs, items, PLAN)
+    return played.sort_values("round").groupby(["train_size", "frozen_layers"], as_index=False).last()
+
+
+def one_study(index: int) -> tuple[list[dict], list[dict]]:
+    """One study of each scenario: per comparison, the adaptive and the fixed designs' decisions and seeds."""
+    study = simulate_realistic(_TASKS["alternative"], rng=index)
+    runs = _flagged(study.results)
+    last = _adaptive(runs, study.items).set_index(["train_size", "frozen_layers"])
+    fixed = {s: fixed_design(runs, study.items, PLAN, seeds=s).set_index(["train_size", "frozen_layers"])
+             for s in FIXED_SEEDS}  # fmt: skip
+    alt = []
+    for (n, k), row in last.iterrows():
+        entry = {"study": index, "train_size": n, "frozen_layers": k, "seeds": int(row["seeds"])}
+        if k != 0:
+            entry.update(truth=study.truth_task[(n, k)], decision=row["decision"], round=int(row["round"]),
+                         **{f"fixed_{s}": bool(fixed[s].loc[(n, k), "noninferior"]) for s in FIXED_SEEDS})  # fmt: skip
+        alt.append(entry)
+    null_study = simulate_realistic(_TASKS["null"], rng=NULL_OFFSET + index)
+    null_runs = _flagged(null_study.results)
+    last = _adaptive(null_runs, null_study.items)
+    fixed_null = fixed_design(null_runs, null_study.items, PLAN).set_index(["train_size", "frozen_layers"])
+    null = [{"study": index, "train_size": int(r.train_size), "frozen_layers": int(r.frozen_layers),
+             "seeds": int(r.seeds), "decision": r.decision,
+             "fixed": bool(r.frozen_layers != 0 and fixed_null.loc[(r.train_size, r.frozen_layers), "noninferior"])}
+            for r in last.itertuples()]  # fmt: skip
+    return alt, null
+
+
+def _start(alternative: RealisticTask, null: RealisticTask, plan: SequentialPlan) -> None:
+    global PLAN  # the plan of this run (its margin), in every worker of the pool
+    _TASKS.update(alternative=alternative, null=null)
+    PLAN = plan
+
+
+def run(n_studies: int, processes: int = 1, margin: float = 0.01) -> dict:
+    """``n_studies`` studies of each scenario, 10 seeds a cell, at ``margin``; ``processes`` > 1 runs them in a
+    pool."""
+    plan = replace(PLAN, margin=margin)
+    base = replace(blog_shaped(), seeds=plan.max_seeds)
+    tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan)
+    started = time.perf_counter()
+    if processes > 1:
+        with multiprocessing.Pool(processes, initializer=_start, initargs=tasks) as pool:
+            outcomes = pool.map(one_study, range(n_studies), chunksize=2)
+    else:
+        _start(*tasks)
+        outcomes = [one_study(i) for i in range(n_studies)]
+    alt = pd.DataFrame([row for rows, _ in outcomes for row in rows])
+    null = pd.DataFrame([row for _, rows in outcomes for row in rows])
+    rows = summarise(alt, null, n_studies, margin)
+    return coverage.result_record(n_studies, started, {}, rows, margin=margin, processes=processes,
+                                  plan=plan.__dict__, looks=list(plan.looks()))  # fmt: skip
+
+
+def _fwer(shown: pd.Series) -> dict:
+    """Share of studies with any claim, overall and per size, from (study, size, cell) claims."""
+    per = shown.groupby(level=["study", "train_size"]).any().unstack()
+    return {"any": float(per.any(axis=1).mean()), **{str(n): float(per[n].mean()) for n in per.columns}}
+
+
+def summarise(alt: pd.DataFrame, null: pd.DataFrame, n_studies: int, margin: float) -> list[dict]:
+    """The record's rows: one per comparison of the alternative, and the summary numbers as a last row."""
+    compared = alt[alt["frozen_layers"] != 0].copy()
+    compared["noninferior"] = compared["decision"] == "noninferior"
+    compared["inferior"] = compared["decision"] == "inferior"
+    cell = compared.groupby(["train_size", "frozen_layers"])
+    rows = cell.agg(truth=("truth", "mean"), power=("noninferior", "mean"), inferior=("inferior", "mean"),
+                    seeds=("seeds", "mean"), exhausted=("decision", lambda d: float((d == "exhausted").mean())),
+                    **{f"fixed_{s}": (f"fixed_{s}", "mean") for s in FIXED_SEEDS}).reset_index()  # fmt: skip
+    true_ni = rows["truth"] > -margin
+    power = float(rows.loc[true_ni, "power"].mean())
+    fixed_power = {s: float(rows.loc[true_ni, f"fixed_{s}"].mean()) for s in FIXED_SEEDS}
+    # with no power at all (nothing shown by either design) there is nothing to match
+    matched = next((s for s in FIXED_SEEDS if fixed_power[s] >= power), None) if power > 0 else None
+    runs_alt = float(alt.groupby("study")["seeds"].sum().mean())
+    runs_null = float(null.groupby("study")["seeds"].sum().mean())
+    cells = alt.groupby("study").size().iloc[0]
+    same = None if matched is None else compared["noninferior"] == compared[f"fixed_{matched}"]
+    null_idx = null[null["frozen_layers"] != 0].set_index(["study", "train_size", "frozen_layers"])
+    summary = {
+        "row": "summary", "power_adaptive": power, "power_fixed": fixed_power, "matched_fixed_seeds": matched,
+        "runs_adaptive": runs_alt, "runs_adaptive_null": runs_null, "cells": int(cells),
+        "runs_matched": None if matched is None else int(cells * matched),
+        "runs_ratio": None if matched is None else runs_alt / (cells * matched),
+        "agreement": None if matched is None else float(same.mean()),
+        "study_agreement": None if matched is None else float(same.groupby(compared["study"]).all().mean()),
+        "wrong_inferior": float(compared.loc[compared["truth"] > -margin, "inferior"].mean()),
+        "fwer_adaptive": _fwer(null_idx["decision"] == "noninferior"), "fwer_fixed_10": _fwer(null_idx["fixed"]),
+        "n_studies": n_studies,
+    }  # fmt: skip
+    return [*rows.to_dict("records"), summary]
+
+
+def _se(p: float, n: int) -> float:
+    return float(np.sqrt(max(p * (1 - p), 0.0) / n))
+
+
+def report(result: dict) -> str:
+    rows = pd.DataFrame([r for r in result["rows"] if r.get("row") != "summary"])
+    s = next(r for r in result["rows"] if r.get("row") == "summary")
+    n = result["n_studies"]
+    plan = result["plan"]
+    lines = [
+        f"bench/adaptive_seeds.py: {n} studies of each scenario, blog_shaped() with {plan['max_seeds']} seeds a cell; "
+        f"{result['processes']} process(es), {result['seconds']:.0f} s",
+        f"  {result['machine']}",
+        f"  plan: margin {plan['margin']}, familywise alpha {plan['alpha']}, looks at {result['looks']} paired seeds, "
+        f"{plan['spending']} spending, task-level contrasts (seeds x items)",
+        "\nper comparison of blog_shaped(): power = share of studies naming it non-inferior, inferior = naming it "
+        "inferior, exhausted = stopped open, seeds = mean seeds it got; fixed S = power of the fixed design on S seeds",
+    ]
+    header = ["n", "depth", "truth", "power", "inferior", "exhausted", "seeds", *[f"fixed {x}" for x in FIXED_SEEDS]]
+    lines.append("  ".join(f"{h:>9}" for h in header))
+    for r in rows.sort_values(["train_size", "frozen_layers"]).to_dict("records"):
+        rates = [f"{r[c]:.3f}" for c in ("power", "inferior", "exhausted")]
+        fixed = [f"{r[f'fixed_{x}']:.3f}" for x in FIXED_SEEDS]
+        values = [r["train_size"], r["frozen_layers"], f"{r['truth']:+.4f}", *rates, f"{r['seeds']:.2f}", *fixed]
+        lines.append("  ".join(f"{v:>9}" for v in values))
+    fa, ff = s["fwer_adaptive"], s["fwer_fixed_10"]
+    lines += [
+        f"\nfamilywise error under null_at_margin({result['margin']}), MC SE in brackets (nominal <= 0.05):",
+        f"  adaptive: {fa['any']:.3f} ({_se(fa['any'], n):.3f}); per size: "
+        + ", ".join(f"n={k}: {v:.3f}" for k, v in fa.items() if k != "any"),
+        f"  fixed, 10 seeds: {ff['any']:.3f} ({_se(ff['any'], n):.3f}); per size: "
+        + ", ".join(f"n={k}: {v:.3f}" for k, v in ff.items() if k != "any"),
+        f"\nmean power over the comparisons with truth above -{result['margin']}: adaptive {s['power_adaptive']:.3f}; "
+        "fixed " + ", ".join(f"S={k}: {v:.3f}" for k, v in s["power_fixed"].items()),
+        f"wrong 'inferior' claims (truth above -{result['margin']}): {s['wrong_inferior']:.4f} of those comparisons",
+        f"runs: adaptive {s['runs_adaptive']:.1f} per study ({s['runs_adaptive_null']:.1f} at the null) of "
+        f"{s['cells']} cells x {plan['max_seeds']} = {s['cells'] * plan['max_seeds']}",
+    ]
+    if s["power_adaptive"] == 0:
+        lines.append("the adaptive design showed no comparison with truth above the margin non-inferior: no power to "
+                     "match a fixed design with (the runs ratio is against the fixed design of 10 seeds: "
+                     f"{s['runs_adaptive'] / (s['cells'] * plan['max_seeds']):.3f})")  # fmt: skip
+    elif s["matched_fixed_seeds"] is None:
+        lines.append("no fixed design up to 10 seeds reaches the adaptive design's power")
+    else:
+        lines.append(
+            f"fixed design of the same power: S = {s['matched_fixed_seeds']} ({s['runs_matched']} runs); runs ratio "
+            f"adaptive / fixed = {s['runs_ratio']:.3f} (target <= 0.333); same non-inferiority claim in "
+            f"{s['agreement']:.3f} of (study, comparison) pairs, in every comparison of {s['study_agreement']:.3f} "
+            "of studies"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=100)
+    parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
+    parser.add_argument("--margin", type=float, default=0.01, help="the non-inferiority margin (default 0.01)")
+    parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
+    parser.add_argument("--from-json", help="reprint a saved run")
+    args = parser.parse_args()
+    compute = lambda: run(args.studies, args.processes, args.margin)  # noqa: E731
+    coverage.reprint_or_run(args.from_json, args.output, compute, report)
+    if not args.from_json:
+        Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")
+
+
+if __name__ == "__main__":
+    main()
