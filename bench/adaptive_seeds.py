@@ -103,10 +103,10 @@ def _start(alternative: RealisticTask, null: RealisticTask, plan: SequentialPlan
     PLAN = plan
 
 
-def run(n_studies: int, processes: int = 1, margin: float = 0.01) -> dict:
-    """``n_studies`` studies of each scenario, 10 seeds a cell, at ``margin``; ``processes`` > 1 runs them in a
-    pool."""
-    plan = replace(PLAN, margin=margin)
+def run(n_studies: int, processes: int = 1, margin: float = 0.01, min_seeds: int = PLAN.min_seeds) -> dict:
+    """``n_studies`` studies of each scenario, 10 seeds a cell, at ``margin``, the first look at ``min_seeds``;
+    ``processes`` > 1 runs them in a pool."""
+    plan = replace(PLAN, margin=margin, min_seeds=min_seeds)
     base = replace(blog_shaped(), seeds=plan.max_seeds)
     tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan)
     started = time.perf_counter()
@@ -221,10 +221,11 @@ def main() -> None:
     parser.add_argument("--studies", type=int, default=100)
     parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
     parser.add_argument("--margin", type=float, default=0.01, help="the non-inferiority margin (default 0.01)")
+    parser.add_argument("--min-seeds", type=int, default=PLAN.min_seeds, help="seeds at the first look")
     parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
-    compute = lambda: run(args.studies, args.processes, args.margin)  # noqa: E731
+    compute = lambda: run(args.studies, args.processes, args.margin, args.min_seeds)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")

@@ -205,11 +205,11 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
         ({"margin": 0.05, "min_seeds": 1}, {}, "`adaptive.min_seeds` must be >= 2"),
         ({"margin": 0.05, "min_seeds": 5, "max_seeds": 3}, {}, "`adaptive.max_seeds` must be >= `adaptive.min_seeds`"),
         ({"margin": 0.05, "spending": "linear"}, {}, "`adaptive.spending` must be one of"),
-        ({"margin": 0.05, "budget": 5}, {}, "`adaptive.budget` must cover the first round (6 runs"),
+        ({"margin": 0.05, "min_seeds": 2, "budget": 5}, {}, "`adaptive.budget` must cover the first round (6 runs"),
         ({"margin": 0.05, "seeds": 3}, {}, "Unknown key 'adaptive.seeds'. Did you mean 'adaptive.min_seeds'?"),
         ({"margin": 0.05}, {"frozen_layers": [1, 2]}, "needs 0 in `grid.frozen_layers`"),
         ({"margin": 0.05}, {"subset_draws": 2}, "cannot be combined with `grid.subset_draws` > 1"),
-        ({"margin": 0.05, "max_seeds": 2}, {"seeds": [1, 2, 3]}, "`grid.seeds` lists 3 seeds"),
+        ({"margin": 0.05, "min_seeds": 2, "max_seeds": 2}, {"seeds": [1, 2, 3]}, "`grid.seeds` lists 3 seeds"),
     ],
 )
 def test_a_bad_table_is_one_line_naming_the_key(table: dict, grid: dict, message: str) -> None:

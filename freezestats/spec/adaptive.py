@@ -36,7 +36,7 @@ class AdaptiveSpec:
 
     margin: float
     alpha: float = 0.05
-    min_seeds: int = 2
+    min_seeds: int = 4
     max_seeds: int = 10
     seeds_per_round: int = 1
     budget: int | None = None

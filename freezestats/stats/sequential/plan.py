@@ -27,7 +27,7 @@ class SequentialPlan:
 
     margin: float
     alpha: float = 0.05
-    min_seeds: int = 2
+    min_seeds: int = 4
     max_seeds: int = 10
     seeds_per_round: int = 1
     spending: str = "obrien_fleming"
