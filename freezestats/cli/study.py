@@ -166,12 +166,19 @@ class _Run(_Command):
         parser.add_argument("--devices", help="comma-separated devices for the workers, e.g. cuda:0,cuda:1")
         parser.add_argument("--extend", action="store_true", help="the spec adds grid values to an existing study")
         parser.add_argument(
+            "--fuse",
+            default="off",
+            help="off (default), auto or K: claim up to K runs of a cell that differ only in their seed and train "
+            "them fused (auto: every waiting seed, up to 8)",
+        )
+        parser.add_argument(
             "--adaptive", action="store_true", help="seeds in rounds until each depth is decided (needs [adaptive])"
         )
 
     def take_action(self, args: argparse.Namespace) -> int:
         from freezestats.cli.adaptive import check_adaptive_flags, run_adaptively
         from freezestats.runner import run_study
+        from freezestats.runner._fused import parse_fuse
         from freezestats.runner._layout import choose_workers, default_workers, parse_workers
         from freezestats.spec.study import load_spec
         from freezestats.training import resolve_device
@@ -205,6 +212,7 @@ class _Run(_Command):
             workers=layout.workers,
             devices=devices,
             extend=args.extend,
+            fuse=parse_fuse(args.fuse),
         )
         if args.enqueue_only:
             print(
@@ -242,9 +250,16 @@ class _Worker(_Command):
         parser.add_argument("--artifacts", help="folder for per-example predictions (default: the study's)")
         parser.add_argument("--max-trials", type=int, help="stop after this many trials")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument(
+            "--fuse",
+            default="off",
+            help="off (default), auto or K: claim up to K runs of a cell that differ only in their seed and train "
+            "them fused (auto: every waiting seed, up to 8)",
+        )
 
     def take_action(self, args: argparse.Namespace) -> int:
         from freezestats.runner import work_study
+        from freezestats.runner._fused import parse_fuse
 
         report = work_study(
             args.storage,
@@ -254,6 +269,7 @@ class _Worker(_Command):
             artifact_dir=args.artifacts,
             max_trials=args.max_trials,
             show_progress=not args.no_progress,
+            fuse=parse_fuse(args.fuse),
         )
         return _finish(report, args.storage)
 

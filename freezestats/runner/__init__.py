@@ -24,6 +24,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from freezestats.runner._fused import parse_fuse, run_fused_group, waiting_group
 from freezestats.runner._pool import WorkerPool, finished_runs
 from freezestats.runner._prepare import PreparedStudy, PreparedTask, prepare_study
 from freezestats.runner._progress import Progress
@@ -75,12 +76,14 @@ def run_study(
     workers: int = 1,
     devices: Sequence[str] | None = None,
     extend: bool = False,
+    fuse: str = "off",
 ) -> RunReport:
     """Run (or resume) the study described by ``spec`` in ``storage``.
 
     With ``enqueue_only`` the study and its cells are created and nothing runs (workers started with
     :func:`work_study` anywhere run them). With ``workers > 1`` this process enqueues and N worker
-    processes (one per entry of ``devices``, cycled) claim and run the cells.
+    processes (one per entry of ``devices``, cycled) claim and run the cells. ``fuse`` (``off``, ``auto`` or K):
+    claim up to K runs of a cell that differ only in their seed and train them fused (:mod:`._fused`).
     """
     started = time.perf_counter()
     prepared = prepared or prepare_study(spec, data_dir)
@@ -96,8 +99,8 @@ def run_study(
         return _report(study, prepared, storage, started, n_run=0)
     pool = None
     if workers > 1:
-        pool = WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts)
-    runner = _Runner(prepared, study, artifacts, max_trials, show_progress, pool)  # a pool's bar counts cells
+        pool = WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts, fuse)
+    runner = _Runner(prepared, study, artifacts, max_trials, show_progress, pool, fuse)  # a pool's bar counts cells
     interrupted = runner.until_done_or_interrupted(runner.run)
     return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
 
@@ -111,6 +114,7 @@ def work_study(
     artifact_dir: str | Path | None = None,
     max_trials: int | None = None,
     show_progress: bool = True,
+    fuse: str = "off",
 ) -> RunReport:
     """Claim and run WAITING cells of an existing study until none is left (``freezestats worker``).
 
@@ -128,7 +132,7 @@ def work_study(
     artifacts = Path(artifact_dir or study.user_attrs.get("artifact_dir") or artifact_dir_for(storage))
     store_study_attrs(study, prepared, artifacts)
     _fail_stale(study)
-    runner = _Runner(prepared, study, artifacts, max_trials, show_progress, None)
+    runner = _Runner(prepared, study, artifacts, max_trials, show_progress, None, fuse)
     interrupted = runner.until_done_or_interrupted(runner.drain)
     return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
 
@@ -177,6 +181,7 @@ class _Runner:
         max_trials: int | None,
         show_progress: bool,
         pool: WorkerPool | None = None,
+        fuse: str = "off",
     ) -> None:
         from optuna.artifacts import FileSystemArtifactStore
 
@@ -191,6 +196,7 @@ class _Runner:
         self.n_run = 0
         self.progress = Progress(show_progress, prepared.n_cells())
         self.pool = pool
+        self.fuse = parse_fuse(fuse)  # `off`, `auto` or K: runs of one cell group claimed and trained together
         self.prefix_cache = PrefixCache()  # frozen-layer outputs, shared by this process's trials
         self.interrupts = InterruptGate()  # Ctrl-C lands inside a trial's fine-tuning or between trials
         # Optuna logs a traceback per failed trial; we print one line and store the reason instead.
@@ -268,6 +274,15 @@ class _Runner:
         """Run WAITING trials in this process until none is left (or the trial budget is spent)."""
         self.progress.set_done(self._n_complete())
         while self._budget_left() and self._waiting():
+            group = waiting_group(self) if self.fuse != "off" else []
+            if self.max_trials is not None:
+                group = group[: self.max_trials - self.n_run]
+            if len(group) > 1:
+                _fail_stale(self.study)  # as `optimize` does before each trial
+                run_fused_group(self, group)
+                self.interrupts.check()
+                self.progress.set_done(self._n_complete())
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 self.study.optimize(self._objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
@@ -289,6 +304,8 @@ class _Runner:
             trial.set_user_attr("duplicate", True)
             raise optuna.TrialPruned("another trial of this cell ran or runs")
         self.n_run += 1  # counted here, so a stray claim (a race lost to another worker) is not a run
+        if self.fuse != "off":  # a run of a `--fuse` worker that had nothing to fuse it with
+            trial.set_user_attr("fuse", self.fuse)
         try:
             # Ctrl-C raises at once only inside the training (run_cell's `interruptible` blocks). Raised inside a
             # database write (the suggestions here, the artifacts and the record after the training), it can

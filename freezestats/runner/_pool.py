@@ -36,6 +36,7 @@ class WorkerPool:
         devices: Sequence[str] | None,
         data_dir: str | Path | None,
         artifacts: Path,
+        fuse: str = "off",
     ) -> None:
         self.commands = []
         for i in range(n):
@@ -52,6 +53,8 @@ class WorkerPool:
                 "--artifacts",
                 str(artifacts),
             ]
+            if fuse != "off":
+                command += ["--fuse", fuse]
             if devices:
                 command += ["--device", devices[i % len(devices)]]
             if data_dir is not None:

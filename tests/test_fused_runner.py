@@ -1,0 +1,114 @@
+"""``--fuse``: a worker claims the seeds of one cell together, trains them fused, and tells each trial its own result.
+
+On the tiny local model and real GLUE data (as ``tests/test_runner.py``), fp32 on CPU, where a fused run equals
+the lone run: the same best_dev, each trial claimed once; a failed run fails only its trial; Ctrl-C hands every
+claimed trial back to the queue.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _factories import simple_spec, write_spec
+from optuna.trial import TrialState
+
+import freezestats.training.fused as fused
+from freezestats.cli.main import main
+from freezestats.exceptions import TrialFailed
+from freezestats.study.trials import load_study, open_storage
+
+
+def _spec(tmp_path: Path, model: Path) -> Path:
+    grid = {"frozen_layers": [1], "train_sizes": [32], "seeds": [1, 2, 3]}
+    training = {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 32, "precision": "fp32"}
+    return write_spec(tmp_path, simple_spec(model=str(model), grid=grid, training=training))
+
+
+def _run(tmp_path: Path, spec: Path, glue_dir: Path, name: str, *extra: str) -> tuple[int, list]:
+    storage = f"sqlite:///{tmp_path / name}"
+    rc = main(["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress", *extra])
+    study = load_study(open_storage(storage), None)
+    return rc, study.get_trials()
+
+
+def test_fused_trials_equal_unfused_ones(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    spec = _spec(tmp_path, tiny_model)
+    rc_off, off = _run(tmp_path, spec, glue_dir, "off.db", "--workers", "1")
+    rc_on, on = _run(tmp_path, spec, glue_dir, "on.db", "--workers", "1", "--fuse", "3")
+    assert rc_off == 0 and rc_on == 0
+    assert len(on) == 3 and all(t.state == TrialState.COMPLETE for t in on)  # each cell claimed once
+    assert {t.user_attrs["fusion"] for t in on} == {"fused"}
+    assert {t.user_attrs["fuse_k"] for t in on} == {3} and {t.user_attrs["fuse"] for t in on} == {"3"}
+    assert all("fusion" not in t.user_attrs for t in off)
+    best_off = {t.user_attrs["cell_key"]: t.user_attrs["best_dev"] for t in off}
+    best_on = {t.user_attrs["cell_key"]: t.user_attrs["best_dev"] for t in on}
+    assert best_on == best_off
+    assert {t.user_attrs["cell_key"]: t.value for t in on} == {t.user_attrs["cell_key"]: t.value for t in off}
+
+
+def test_a_failed_run_fails_only_its_trial(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = fused.fine_tune_many
+    calls = []
+
+    def poisoned(runs):
+        outcomes = real(runs)
+        calls.append(len(runs))
+        if len(calls) == 1:  # the first batch: seed 2's run fails
+            outcomes = [TrialFailed("poisoned") if r["seed"] == 2 else o for r, o in zip(runs, outcomes, strict=True)]
+        return outcomes
+
+    monkeypatch.setattr(fused, "fine_tune_many", poisoned)
+    rc, trials = _run(tmp_path, _spec(tmp_path, tiny_model), glue_dir, "poison.db", "--workers", "1", "--fuse", "3")
+    assert rc == 0  # the failed cell was retried (alone: a group of one runs unfused) and completed
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(failed) == 1 and "poisoned" in failed[0].user_attrs["fail_reason"]
+    assert failed[0].params["seed"] == 2
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert sorted(t.params["seed"] for t in complete) == [1, 2, 3]
+    assert calls == [3]
+
+
+def test_ctrl_c_requeues_every_claimed_trial(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(runs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fused, "fine_tune_many", interrupted)
+    rc, trials = _run(tmp_path, _spec(tmp_path, tiny_model), glue_dir, "int.db", "--workers", "1", "--fuse", "auto")
+    assert rc == 130
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(failed) == 3 and {t.user_attrs["fail_reason"] for t in failed} == {"interrupted"}
+    waiting = [t for t in trials if t.state == TrialState.WAITING]
+    assert sorted(t.user_attrs["cell_key"] for t in waiting) == sorted(t.user_attrs["cell_key"] for t in failed)
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+
+
+def test_a_killed_workers_claimed_trials_go_stale_and_are_requeued(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path
+) -> None:
+    """SIGKILL after the claim: nothing hands the trials back; their heartbeats stop and each is failed and requeued."""
+    import time
+
+    from freezestats.runner import _fail_stale
+    from freezestats.runner._fused import _claim
+
+    grid = {"frozen_layers": [1], "train_sizes": [32], "seeds": [1, 2, 3]}
+    execution = {"heartbeat_interval": 1, "grace_period": 2}
+    spec = write_spec(tmp_path, simple_spec(model=str(tiny_model), grid=grid, execution=execution))
+    storage = f"sqlite:///{tmp_path / 'kill.db'}"
+    assert main(["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--enqueue-only"]) == 0
+    study = load_study(open_storage(storage, heartbeat_interval=1, grace_period=2, max_retries=1), None)
+    claimed = _claim(study, study.get_trials(states=(TrialState.WAITING,)))
+    assert len(claimed) == 3
+    for trial in claimed:  # the worker's heartbeat threads beat once, then the worker is killed
+        study._storage.record_heartbeat(trial._trial_id)
+    time.sleep(3)
+    _fail_stale(study)
+    trials = study.get_trials()
+    assert sum(t.state == TrialState.FAIL for t in trials) == 3
+    waiting = sorted(t.user_attrs["cell_key"] for t in trials if t.state == TrialState.WAITING)
+    assert waiting == sorted(t.user_attrs["cell_key"] for t in trials if t.state == TrialState.FAIL)
