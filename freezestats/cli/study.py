@@ -185,6 +185,7 @@ class _Run(_Command):
 
         if args.max_trials is not None and args.max_trials < 1:
             raise SpecError(f"`--max-trials` must be >= 1, but got {args.max_trials}.")
+        fuse = parse_fuse(args.fuse)  # checked before anything is printed or opened
         requested = parse_workers(args.workers) if args.workers is not None else default_workers()
         spec = load_spec(_resolve_study(args.study))
         print(f"freezestats {__version__}: study '{spec.name}' from {spec.source} -> {args.storage}")
@@ -212,7 +213,7 @@ class _Run(_Command):
             workers=layout.workers,
             devices=devices,
             extend=args.extend,
-            fuse=parse_fuse(args.fuse),
+            fuse=fuse,
         )
         if args.enqueue_only:
             print(
