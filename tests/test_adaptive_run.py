@@ -231,6 +231,16 @@ def test_adaptive_flag_without_the_table_exits_2_and_writes_nothing(
     assert not db.exists()
 
 
+def test_fuse_with_an_adaptive_study_exits_2_and_writes_nothing(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "study.db"
+    assert _run(write_spec(tmp_path, _raw(tiny_model)), f"sqlite:///{db}", glue_dir, "--fuse", "3") == 2
+    err = capsys.readouterr().err.strip()
+    assert "`--fuse` is not supported for an adaptive study" in err and len(err.splitlines()) == 1
+    assert not db.exists()
+
+
 # --- the round loop --------------------------------------------------------------------------------------------------
 
 

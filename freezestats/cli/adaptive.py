@@ -35,13 +35,17 @@ _STOPPED = {
 
 def check_adaptive_flags(args: argparse.Namespace, spec: StudySpec) -> bool:
     """Whether ``run`` runs ``spec`` adaptively: with an ``[adaptive]`` table it does (``--adaptive`` only says so
-    explicitly); ``--adaptive`` without one, or with ``--extend``, is refused before anything is written."""
+    explicitly); ``--adaptive`` without one, or an adaptive spec with ``--extend`` or ``--fuse``, is refused before
+    anything is written."""
     if args.adaptive and spec.adaptive is None:
         raise SpecError(
             f"`--adaptive` needs an [adaptive] table in the spec (margin = ..., see README), {spec.source}."
         )
     if spec.adaptive is not None and args.extend:
         raise SpecError("`--extend` is not supported for an adaptive study: its seeds are the round loop's to add.")
+    if spec.adaptive is not None and getattr(args, "fuse", "off") != "off":
+        # the round loop's own drain does not fuse yet; refused rather than silently ignored
+        raise SpecError("`--fuse` is not supported for an adaptive study yet: run it with `--fuse off` (the default).")
     return spec.adaptive is not None
 
 
