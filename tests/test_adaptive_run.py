@@ -18,7 +18,6 @@ import tempfile
 import types
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
@@ -36,6 +35,7 @@ from freezestats.results.record import TrialRecord
 from freezestats.runner._prepare import prepare_study
 from freezestats.runner.adaptive import decision_step
 from freezestats.spec import load_spec, parse_spec
+from freezestats.stats.sequential import SequentialPlan
 from freezestats.study.trials import create_or_load_study, load_study, open_storage
 
 SCORE = {0: 0.80, 1: 0.79, 2: 0.60}  # the synthetic heldout score of each depth (plus a small seed term)
@@ -56,17 +56,7 @@ def _raw(tiny_model: Path, **adaptive) -> dict:
 # --- the stand-in statistics (the contract of freezestats.stats.sequential) -------------------------------------
 
 
-@dataclass(frozen=True)
-class _Plan:
-    margin: float
-    alpha: float = 0.05
-    min_seeds: int = 2
-    max_seeds: int = 10
-    seeds_per_round: int = 1
-    spending: str = "obrien_fleming"
-
-
-def _decisions(runs: pd.DataFrame, items, plan: _Plan, *, response: str = "heldout", metric: str = "accuracy"):
+def _decisions(runs: pd.DataFrame, items, plan: SequentialPlan, *, response: str = "heldout", metric: str = "accuracy"):
     rows = []
     for size, at_size in runs.groupby("train_size"):
         reference = at_size[at_size["frozen_layers"] == 0].set_index("seed")[response]
@@ -98,7 +88,7 @@ def _decisions(runs: pd.DataFrame, items, plan: _Plan, *, response: str = "heldo
     return pd.DataFrame(rows)
 
 
-def _next_seeds(decisions: pd.DataFrame, plan: _Plan) -> pd.DataFrame:
+def _next_seeds(decisions: pd.DataFrame, plan: SequentialPlan) -> pd.DataFrame:
     rows = []
     for row in decisions[decisions["decision"] == "open"].itertuples():
         target = min(row.seeds + plan.seeds_per_round, plan.max_seeds)
@@ -118,7 +108,7 @@ def _replay(runs, items, plan, *, order="seed", response="heldout", metric="accu
 @pytest.fixture
 def fake_sequential(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     module = types.ModuleType("freezestats.stats.sequential")
-    module.SequentialPlan = _Plan
+    module.SequentialPlan = SequentialPlan  # the real plan; only the decisions are stood in for
     module.sequential_decisions = _decisions
     module.next_seeds = _next_seeds
     module.replay = _replay
