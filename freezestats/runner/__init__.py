@@ -86,13 +86,7 @@ def run_study(
     claim up to K runs of a cell that differ only in their seed and train them fused (:mod:`._fused`).
     """
     started = time.perf_counter()
-    prepared = prepared or prepare_study(spec, data_dir)
-    backend = open_storage(storage, **_heartbeat(spec))
-    study = create_or_load_study(backend, spec, extend=extend, data_identity=prepared.data_identity())
-    prepared = with_stored_carves(study, prepared, data_dir)
-    artifacts = Path(artifact_dir) if artifact_dir else artifact_dir_for(storage)
-    store_study_attrs(study, prepared, artifacts)
-    _fail_stale(study)
+    prepared, study, artifacts = open_for_run(spec, storage, prepared, data_dir, artifact_dir, extend)
     if enqueue_only:
         search, grid = prepared.cells()
         enqueue_cells(study, search or grid, spec.execution.max_retries)  # with a search, the grid waits for it
@@ -103,6 +97,26 @@ def run_study(
     runner = _Runner(prepared, study, artifacts, max_trials, show_progress, pool, fuse)  # a pool's bar counts cells
     interrupted = runner.until_done_or_interrupted(runner.run)
     return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
+
+
+def open_for_run(
+    spec: StudySpec,
+    storage: str,
+    prepared: PreparedStudy | None,
+    data_dir: str | Path | None,
+    artifact_dir: str | Path | None,
+    extend: bool = False,
+) -> tuple[PreparedStudy, optuna.Study, Path]:
+    """Create or load the study that ``run`` (fixed or adaptive) works on, with its stored carves and provenance,
+    after failing any trial whose worker stopped sending heartbeats: the one start-up both loops share."""
+    prepared = prepared or prepare_study(spec, data_dir)
+    backend = open_storage(storage, **_heartbeat(spec))
+    study = create_or_load_study(backend, spec, extend=extend, data_identity=prepared.data_identity())
+    prepared = with_stored_carves(study, prepared, data_dir)
+    artifacts = Path(artifact_dir) if artifact_dir else artifact_dir_for(storage)
+    store_study_attrs(study, prepared, artifacts)
+    _fail_stale(study)
+    return prepared, study, artifacts
 
 
 def work_study(

@@ -25,16 +25,14 @@ import optuna
 from optuna.trial import TrialState
 
 from freezestats.exceptions import SpecError
-from freezestats.runner import RunReport, _fail_stale, _heartbeat, _Runner
+from freezestats.runner import RunReport, _fail_stale, _Runner, open_for_run
 from freezestats.runner._pool import WorkerPool
-from freezestats.runner._prepare import PreparedStudy, prepare_study
-from freezestats.runner._provenance import store_study_attrs, with_stored_carves
+from freezestats.runner._prepare import PreparedStudy
 from freezestats.spec.adaptive import AdaptiveSpec
 from freezestats.spec.study import StudySpec
 from freezestats.study.cells import Cell, grid_cells
 from freezestats.study.queue import enqueue_cells, is_enqueued_cell, trials_by_cell
-from freezestats.study.storage import artifact_dir_for, open_storage
-from freezestats.study.trials import create_or_load_study, set_user_attrs
+from freezestats.study.trials import set_user_attrs
 
 __all__ = ["ADAPTIVE_ATTR", "AdaptiveRun", "Decide", "RoundDecision", "adaptive_cells", "decision_step", "run_adaptive"]
 
@@ -160,13 +158,7 @@ def run_adaptive(
     """
     started = time.perf_counter()
     _plan(spec)
-    prepared = prepare_study(spec, data_dir)
-    backend = open_storage(storage, **_heartbeat(spec))
-    study = create_or_load_study(backend, spec, data_identity=prepared.data_identity())
-    prepared = with_stored_carves(study, prepared, data_dir)
-    artifacts = Path(artifact_dir) if artifact_dir else artifact_dir_for(storage)
-    store_study_attrs(study, prepared, artifacts)
-    _fail_stale(study)
+    prepared, study, artifacts = open_for_run(spec, storage, None, data_dir, artifact_dir)
     loop = _RoundLoop(prepared, study, decide)
     if enqueue_only:
         loop.step()
