@@ -28,7 +28,9 @@ Why not a package: ``sequential-analysis`` (PyPI 0.4.0) has Lan–DeMets boundar
 package cannot take; ``gsdesign`` (0.1.5, alpha) ports only gsDesign's integration grid, not the spending
 boundaries; ``confseq`` is a C++ build whose confidence sequences are for bounded or sub-Gaussian observations,
 not for a Satterthwaite-t contrast. ``tests/test_stats_sequential.py`` checks these boundaries against the
-published O'Brien–Fleming-type spending boundaries and Jennison & Turnbull's Pocock and O'Brien–Fleming constants.
+published O'Brien–Fleming-type spending boundaries and Jennison & Turnbull's Pocock and O'Brien–Fleming constants;
+``tests/test_stats_sequential_r.py`` against R's rpact (``getDesignGroupSequential``, ``typeOfDesign = "asOF"`` and
+``"asP"``) on 108 designs, equal and unequal fractions, levels 0.001 to 0.1: within 6.3e-5 in z.
 """
 
 from __future__ import annotations
