@@ -139,6 +139,39 @@ def test_next_seeds_names_the_open_cells_and_their_reference():
     assert next_seeds(decisions.assign(decision="inferior"), PLAN).empty
 
 
+def _first_look(se_item: float) -> pd.DataFrame:
+    """One comparison's decision at the first look (4 of at most 10 seeds): estimate -0.008 (margin 0.01), SE
+    0.004, of which ``se_item`` is the items' part (it does not shrink with seeds)."""
+    plan = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=4, max_seeds=10, seeds_per_round=2)
+    history = SequentialHistory([(100, 1)], plan, reference=0, population="task")
+    contrast = pd.DataFrame({"train_size": [100], "frozen_layers": [1], "estimate": [-0.008], "se": [0.004],
+                             "df": [30.0], "se_item": [se_item]})  # fmt: skip
+    history.step(1, contrast)
+    return history.table()
+
+
+def test_a_cell_that_cannot_close_within_max_seeds_stops_and_gets_no_more_seeds():
+    # The issue's "open and can still close within the maximum". The same estimate and SE, and neither bound
+    # excludes -0.01 yet. Where the SE is all seeds, 10 seeds would shrink it to 0.004 * sqrt(4/10) = 0.0025, and
+    # an estimate one SE better (-0.004) would then clear the margin: open, and it gets seeds. Where the items
+    # make up 0.0039 of it, 10 seeds leave the SE at 0.0039: even -0.004 - 1.645 * 0.0039 < -0.01, and -0.012 +
+    # 1.645 * 0.0039 > -0.01: neither side can close, so it stops (exhausted) and next_seeds asks for nothing.
+    plan = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=4, max_seeds=10, seeds_per_round=2)
+    seeds_only, items_heavy = _first_look(0.0), _first_look(0.0039)
+    for table in (seeds_only, items_heavy):
+        assert table.loc[0, "lower"] < -0.01 < table.loc[0, "upper"]  # not decided by the bounds
+    assert seeds_only.loc[0, "decision"] == "open"
+    assert next_seeds(seeds_only, plan)["seeds_target"].tolist() == [6, 6]  # the depth and its reference
+    assert items_heavy.loc[0, "decision"] == "exhausted" and items_heavy.loc[0, "look"] == 1
+    assert next_seeds(items_heavy, plan).empty
+    # the stop's conditional power under the current estimate: the estimate at 10 seeds given the current one
+    # has SD sqrt(a * 6) / 10, a = (0.004^2 - 0.0039^2) * 4; the chance its lower bound clears -0.01 is tiny
+    a = (0.004**2 - 0.0039**2) * 4
+    se_max = np.sqrt(a / 10 + 0.0039**2)
+    power = stats.norm.sf((-0.01 + 1.645 * se_max + 0.008) / (np.sqrt(a * 6) / 10))
+    assert power < stats.norm.cdf(-2)
+
+
 def test_replay_uses_only_the_runs_an_adaptive_study_would_have_run():
     runs = _study(3, EFFECTS, sd=0.004)
     played = replay(runs, None, PLAN)

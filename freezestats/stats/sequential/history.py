@@ -23,7 +23,13 @@ stop without a rejection only removes chances to reject; nothing is passed along
   the depth is shown to cost more than the margin (a non-binding futility stop);
 * ``exhausted``: open at ``max_seeds``, or unable to close by then: at ``max_seeds``, with the variance
   projected from its current components, even an estimate one current standard error better on either side
-  would leave :math:`-m` inside the interval.
+  would leave :math:`-m` inside the interval. This is the issue's "open and can still close within the
+  maximum": a conditional-power futility stop whose threshold is at most :math:`\Phi(-2) \approx 2.3\%`
+  (``_cannot_close``).
+
+Both are non-binding: the efficacy boundaries are the spending function's alone, computed as if no cell ever
+stopped for futility (nothing is relaxed for the paths a futility stop removes), so the familywise error is
+that of the procedure without them, and a study that runs a stopped cell on anyway keeps it.
 """
 
 from __future__ import annotations
@@ -160,8 +166,18 @@ def _sides(contrast: dict, counts: tuple[int, ...], max_seeds: int) -> tuple[Loo
 
 def _cannot_close(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,
                   plan: SequentialPlan) -> bool:  # fmt: skip
-    """Whether, at ``max_seeds``, an estimate one current SE better on either side would still leave the margin
-    inside the projected interval (z quantile at the local level: lenient, so a cell is kept rather than stopped)."""
+    r"""Whether, at ``max_seeds``, an estimate one current SE better on either side would still leave the margin
+    inside the projected interval (z quantile at the local level: lenient, so a cell is kept rather than stopped).
+
+    Why one SE: with :math:`s_j` seeds now and the variance :math:`V(s) = a/s + b`, the estimate at
+    :math:`s_{max}` given the current one :math:`\hat\theta_j` has SD :math:`\sqrt{a (s_{max} - s_j)}/s_{max}`
+    (only the new seeds' part is still random; the items' part :math:`b` is common to both), while the current SE
+    is at least :math:`\sqrt{a/s_j}`, i.e. at least :math:`s_{max}/\sqrt{s_j (s_{max} - s_j)} \ge 2` of those
+    SDs. So a cell stopped here has conditional power under its current estimate (the chance, were the truth
+    :math:`\hat\theta_j`, that the interval at ``max_seeds`` excludes :math:`-m`, even with the fixed z
+    quantile instead of the larger last boundary) of at most :math:`\Phi(-2) \approx 0.023` on either side; where
+    the items dominate (:math:`b \gg a/s`), more seeds cannot move the interval and the cell stops at once.
+    The stop is non-binding: it never changes a boundary (module docstring)."""
     seeds = len(sides[0].fractions) and plan.looks()[len(sides[0].fractions) - 1]
     item = float(contrast.get("se_item", 0.0)) ** 2
     q = float(-special.ndtri(level)) if level > 0 else np.inf
