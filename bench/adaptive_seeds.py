@@ -23,7 +23,8 @@ while its comparison is open, so the runs it uses are the ones an adaptive study
   adaptive design's; the runs ratio is the adaptive design's mean runs over that design's (35 cells x S), and
   the agreement the share of (study, cell) whose non-inferiority claim is the same in both.
 
-Monte Carlo SEs are binomial, sqrt(p (1 - p) / studies).
+Monte Carlo SEs are binomial, sqrt(p (1 - p) / studies); a familywise error also gets its exact (Clopper-Pearson)
+one-sided 95% upper bound, which still says something where no study erred (SE 0).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.sequential import SequentialPlan, fixed_design, replay
@@ -166,6 +168,21 @@ def _se(p: float, n: int) -> float:
     return float(np.sqrt(max(p * (1 - p), 0.0) / n))
 
 
+def _upper(p: float, n: int) -> float:
+    """The exact (Clopper-Pearson) one-sided 95% upper bound of a rate seen as ``p`` in ``n`` studies: where no
+    study erred the binomial SE is 0 and says nothing, this says how small the error has been shown to be."""
+    errors = round(p * n)
+    return 1.0 if errors >= n else float(stats.beta.ppf(0.95, errors + 1, n - errors))
+
+
+def _rates(name: str, rates: dict, n: int) -> list[str]:
+    """A familywise error overall and per size, each with its MC SE and its one-sided 95% upper bound."""
+    names = {"any": "any size", **{k: f"n={k}" for k in rates if k != "any"}}
+    return [f"  {name}:"] + [
+        f"    {names[k]:>9}: {p:.3f} (SE {_se(p, n):.3f}, 95% upper {_upper(p, n):.3f})" for k, p in rates.items()
+    ]
+
+
 def report(result: dict) -> str:
     rows = pd.DataFrame([r for r in result["rows"] if r.get("row") != "summary"])
     s = next(r for r in result["rows"] if r.get("row") == "summary")
@@ -189,11 +206,10 @@ def report(result: dict) -> str:
         lines.append("  ".join(f"{v:>9}" for v in values))
     fa, ff = s["fwer_adaptive"], s["fwer_fixed_10"]
     lines += [
-        f"\nfamilywise error under null_at_margin({result['margin']}), MC SE in brackets (nominal <= 0.05):",
-        f"  adaptive: {fa['any']:.3f} ({_se(fa['any'], n):.3f}); per size: "
-        + ", ".join(f"n={k}: {v:.3f}" for k, v in fa.items() if k != "any"),
-        f"  fixed, 10 seeds: {ff['any']:.3f} ({_se(ff['any'], n):.3f}); per size: "
-        + ", ".join(f"n={k}: {v:.3f}" for k, v in ff.items() if k != "any"),
+        f"\nfamilywise error under null_at_margin({result['margin']}) over {n} studies, binomial MC SE and exact "
+        "one-sided 95% upper bound in brackets (nominal <= 0.05):",
+        *_rates("adaptive", fa, n),
+        *_rates("fixed, 10 seeds", ff, n),
         f"\nmean power over the comparisons with truth above -{result['margin']}: adaptive {s['power_adaptive']:.3f}; "
         "fixed " + ", ".join(f"S={k}: {v:.3f}" for k, v in s["power_fixed"].items()),
         f"wrong 'inferior' claims (truth above -{result['margin']}): {s['wrong_inferior']:.4f} of those comparisons",
