@@ -3,6 +3,8 @@
     python bench/coverage_task_level.py                        # 400 studies of 5 seeds (one process)
     python bench/coverage_task_level.py --studies 100 --seeds 8
     python bench/coverage_task_level.py --from-json bench/results/coverage_task_level.json   # reprint a run
+    python bench/coverage_task_level.py --failure-rates slope --baseline bench/results/coverage_task_level.json \
+        --output bench/results/coverage_task_level_slope.json    # another failure-rate model, beside the default's
 
 Each study is one simulated SST-2 grid from ``freezestats.stats.simulation.realistic.blog_shaped``: the blog
 example's cell means, depths -1/0/1/2/4/5/6 x 50..1000 examples, 872 evaluation items drawn anew from a
@@ -31,7 +33,11 @@ The runs' ``failed`` flags are the analysis's own (``flag_failures``, the binomi
 rate on the scored half, as ``freezestats analyze`` judges an accuracy task), not the simulator's knowledge of
 which runs collapsed: a deep depth that scores near the majority rate is flagged too, as in real tables. Where a
 task has failed runs the contrasts are two-part (:mod:`freezestats.stats.items.task_two_part`); ``two-part``
-is the share of contrasts estimated so.
+is the share of contrasts estimated so. ``--failure-rates`` picks the model of the failure part's rates (``pooled``, the
+default, or ``slope``: :data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`), for the task-level and the
+seed-only contrasts alike; ``--baseline`` prints a saved run's task-level coverage, power and familywise error
+beside this one's (``base``, ``base_pow``), which compares the two on the same studies when both ran as many
+(study i draws rng=i).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from freezestats.stats import contrasts_vs_reference, fit_mixed
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.task_level import task_level_contrasts
+from freezestats.stats.items.task_two_part import FAILURE_RATES
 from freezestats.stats.simulation.realistic import (
     RealisticTask,
     Scenario,
@@ -73,6 +80,7 @@ COVERAGES = ("task", "seed_task", "seed_items", "model_task", "model_items")
 LABELS = {"task": "task", "seed_task": "seed>task", "seed_items": "seed>items", "model_task": "model>task",
           "model_items": "model>items", "two_part": "two-part"}  # fmt: skip
 _TASKS: dict[str, RealisticTask] = {}  # the two scenarios made concrete, once per process
+_OPTIONS: dict[str, str] = {"failure_rates": "pooled"}  # the contrasts' options, set per process by _start
 
 
 def _covers(table: pd.DataFrame, truth: dict[tuple[int, int], float]) -> pd.Series:
@@ -86,8 +94,10 @@ def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
     non-inferior (``alternative``), and per contrast of the null study whether it is (``null``)."""
     study = simulate_realistic(_TASKS["alternative"], rng=index)
     runs, items = _flagged(study.results), study.items
-    task = task_level_contrasts(runs, items, response="heldout", metric="accuracy")
-    seed = task_level_contrasts(runs, None, response="heldout", metric="accuracy", population="evaluation_set")
+    task = task_level_contrasts(runs, items, response="heldout", metric="accuracy", **_OPTIONS)
+    seed = task_level_contrasts(
+        runs, None, response="heldout", metric="accuracy", population="evaluation_set", **_OPTIONS
+    )
     shown = task_noninferiority(task, margin=MARGIN).set_index(["train_size", "frozen_layers"])["noninferior"]
     error = None
     try:
@@ -133,7 +143,7 @@ def _null_study(index: int) -> list[dict]:
     null = simulate_realistic(_TASKS["null"], rng=NULL_OFFSET + index)
     runs = _flagged(null.results)
     shown = task_noninferiority(
-        task_level_contrasts(runs, null.items, response="heldout", metric="accuracy"), margin=MARGIN
+        task_level_contrasts(runs, null.items, response="heldout", metric="accuracy", **_OPTIONS), margin=MARGIN
     )
     collapsed = _collapsed(runs)
     return [{"study": index, "train_size": int(r.train_size), "frozen_layers": int(r.frozen_layers),
@@ -141,20 +151,26 @@ def _null_study(index: int) -> list[dict]:
             for r in shown.itertuples()]  # fmt: skip
 
 
-def _start(alternative: RealisticTask, null: RealisticTask) -> None:
+def _start(alternative: RealisticTask, null: RealisticTask, failure_rates: str = "pooled") -> None:
     _TASKS.update(alternative=alternative, null=null)
+    _OPTIONS.update(failure_rates=failure_rates)
 
 
 def run(
-    n_studies: int, seeds: int = 5, processes: int = 1, base: Scenario | None = None, collapse_scale: float = 1.0
+    n_studies: int,
+    seeds: int = 5,
+    processes: int = 1,
+    base: Scenario | None = None,
+    collapse_scale: float = 1.0,
+    failure_rates: str = "pooled",
 ) -> dict:
     """``n_studies`` studies of ``base`` (default :func:`blog_shaped`) with ``seeds`` seeds a cell and its
     collapse rates times ``collapse_scale``, and as many of its null at the margin; ``processes`` > 1 runs
-    them in a pool of that many."""
+    them in a pool of that many. ``failure_rates`` is the task-level contrasts' failure-rate model."""
     base = blog_shaped() if base is None else base
     collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
     base = replace(base, seeds=seeds, collapse=collapse)
-    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)))
+    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates)
     started = time.perf_counter()
     if processes > 1:
         with multiprocessing.Pool(processes, initializer=_start, initargs=tasks) as pool:
@@ -180,6 +196,7 @@ def run(
         processes=processes,
         fwer=fwer,
         collapse_scale=collapse_scale,
+        failure_rates=failure_rates,
     )
 
 
@@ -200,19 +217,32 @@ def summarise(alt: pd.DataFrame, null: pd.DataFrame) -> list[dict]:
     return [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in out.reset_index().to_dict("records")]
 
 
-def report(result: dict) -> str:
+def report(result: dict, baseline: dict | None = None) -> str:
+    """The coverage table, familywise error and cells outside the Monte Carlo band; with ``baseline`` (a saved
+    run) its task-level coverage and power beside each cell (``base``, ``base_pow``) and its error below."""
     rows = pd.DataFrame(result["rows"])
     band = 1.96 * np.sqrt(0.95 * 0.05 / result["n_studies"])
     lines = [
         f"bench/coverage_task_level.py: {result['n_studies']} studies of blog_shaped(), {result['seeds']} seeds a "
         f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}, margin {result['margin']}, "
-        f"{result['processes']} process(es), {result['seconds']:.0f} s",
+        f"failure rates {result.get('failure_rates', 'pooled')}, {result['processes']} process(es), "
+        f"{result['seconds']:.0f} s",
         f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}",
         f"\ncoverage of two-sided 95% per-comparison intervals (MC band 0.95 +-{band:.3f}); power = share of studies"
         " showing the depth non-inferior; collapse = share of studies with a collapsed run in the contrast; null ="
         " share of studies at the margin showing it non-inferior (null|none: of those without a collapsed run)",
     ]
     names = [*COVERAGES, "task_collapse", "task_none", "collapse", "two_part", "power", "null", "null_none"]
+    if baseline is not None:
+        lines.append(
+            f"base, base_pow: the task-level coverage and power of {baseline['n_studies']} studies with failure rates "
+            f"{baseline.get('failure_rates', 'pooled')} (the saved baseline run)"
+        )
+        base = pd.DataFrame(baseline["rows"]).set_index(["train_size", "frozen_layers"])
+        keys = pd.MultiIndex.from_frame(rows[["train_size", "frozen_layers"]])
+        rows["base"] = base["task"].reindex(keys).to_numpy()
+        rows["base_pow"] = base["power"].reindex(keys).to_numpy()
+        names = ["task", "base", "power", "base_pow", *[c for c in names if c not in ("task", "power")]]
     header = ["n", "depth", "truth", *[LABELS.get(c, c.replace("_", "|")) for c in names]]
     widths = [max(len(h), 7) for h in header]
     lines.append("  ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)))
@@ -224,11 +254,15 @@ def report(result: dict) -> str:
     per_size = ", ".join(f"n={n}: {v:.3f}" for n, v in fwer.items() if n != "any")
     lines.append(f"\nfamilywise error under null_at_margin({result['margin']}): {fwer['any']:.3f} (nominal <= 0.05)")
     lines.append(f"  per size (any depth at that size shown non-inferior): {per_size}")
+    if baseline is not None:
+        lines.append(f"  baseline: {baseline['fwer']['any']:.3f}")
     low, high = 0.95 - band, 0.95 + band
-    for name in ("task", "seed_task", "model_task"):
+    for name in [c for c in ("task", "base", "seed_task", "model_task") if c in rows]:
         out = rows[(rows[name] < low) | (rows[name] > high)]
         cells = ", ".join(f"({r.train_size}, {r.frozen_layers}) {getattr(r, name):.3f}" for r in out.itertuples())
-        lines.append(f"{LABELS[name]:>11} outside {low:.3f}-{high:.3f}: {len(out)} of {len(rows)}: {cells or '-'}")
+        lines.append(
+            f"{LABELS.get(name, name):>11} outside {low:.3f}-{high:.3f}: {len(out)} of {len(rows)}: {cells or '-'}"
+        )
     return "\n".join(lines)
 
 
@@ -238,13 +272,19 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
     parser.add_argument("--collapse", type=float, default=1.0, help="collapse rates times this (0: none)")
+    parser.add_argument("--failure-rates", default="pooled", choices=FAILURE_RATES, help="failure-part rate model")
+    parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
-    compute = lambda: run(args.studies, args.seeds, args.processes, collapse_scale=args.collapse)  # noqa: E731
-    coverage.reprint_or_run(args.from_json, args.output, compute, report)
+    baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else None
+    compute = lambda: run(  # noqa: E731
+        args.studies, args.seeds, args.processes, collapse_scale=args.collapse, failure_rates=args.failure_rates
+    )
+    show = lambda result: report(result, baseline)  # noqa: E731
+    coverage.reprint_or_run(args.from_json, args.output, compute, show)
     if not args.from_json:
-        Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())))
+        Path(args.output).with_suffix(".txt").write_text(show(json.loads(Path(args.output).read_text())))
 
 
 if __name__ == "__main__":

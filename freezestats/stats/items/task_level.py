@@ -42,7 +42,7 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.items.task_two_part import FailureParts, failure_parts, with_failure_part
+from freezestats.stats.items.task_two_part import FailureParts, FailureRates, failure_parts, with_failure_part
 from freezestats.stats.items.uncertainty import PAIR_KEYS, item_variance, run_pseudo_values
 
 __all__ = ["POPULATIONS", "TASK_CONTRAST_COLUMNS", "crossed_contrast", "task_level_contrasts"]
@@ -131,6 +131,7 @@ def task_level_contrasts(
     reference: int = 0,
     population: Population = "task",
     confidence: float = 0.95,
+    failure_rates: FailureRates = "pooled",
 ) -> pd.DataFrame:
     """Every depth against ``reference`` at every train size, from that pair of cells alone.
 
@@ -151,6 +152,11 @@ def task_level_contrasts(
         paired t interval.
     confidence
         Level of the two-sided per-comparison interval ``ci_low, ci_high``.
+    failure_rates
+        Where the task has failed runs, the model of the pair's failure rates in the failure part
+        (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`): ``"pooled"``, the binomial GLMM of the
+        pair's runs with a random intercept per size; ``"slope"``, Firth's depth x log2-size logistic fit, whose
+        rates follow their fall with train size.
 
     Returns
     -------
@@ -166,7 +172,7 @@ def task_level_contrasts(
     if population == "task" and items is None:
         raise ModelFitError("task_level_contrasts: population='task' needs the runs' per-item predictions.")
     phi = run_pseudo_values(items, response, metric) if population == "task" else {}
-    parts = _FailureModels(runs, response, int(reference))
+    parts = _FailureModels(runs, response, int(reference), failure_rates)
     rows = []
     for size, at_size in runs.groupby("train_size", sort=True):
         for depth in sorted(set(at_size["frozen_layers"].astype(int)) - {int(reference)}):
@@ -202,15 +208,15 @@ class _FailureModels:
     other depths the study ran: pooling the rates over every depth of the task moved a 97.5% bound by a median
     1.3-2.4 points when the other depths were removed (``bench/pooling_task_level.py``)."""
 
-    def __init__(self, runs: pd.DataFrame, response: str, reference: int) -> None:
-        self._runs, self._response, self._reference = runs, response, reference
+    def __init__(self, runs: pd.DataFrame, response: str, reference: int, failure_rates: FailureRates) -> None:
+        self._runs, self._response, self._reference, self._rates = runs, response, reference, failure_rates
         self._fitted: dict[int, FailureParts | None] = {}
 
     def __call__(self, depth: int) -> FailureParts | None:
         if depth not in self._fitted:
             own = self._runs[self._runs["frozen_layers"].astype(int).isin([depth, self._reference])]
             try:
-                self._fitted[depth] = failure_parts(own, self._response)
+                self._fitted[depth] = failure_parts(own, self._response, self._rates)
             except ModelFitError:  # a failure pattern the GLMM cannot fit: the contrast from all its pairs
                 self._fitted[depth] = None
         return self._fitted[depth]

@@ -36,6 +36,7 @@ of all its pairs, as before. ``method`` says which.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -43,11 +44,18 @@ from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
+from freezestats.stats.failures.slope_rates import slope_failure_probabilities, slope_failure_sides
 from freezestats.stats.failures.two_part import failed_mean, failure_sides, joined_se
 
-__all__ = ["FailureParts", "failure_parts", "with_failure_part"]
+__all__ = ["FAILURE_RATES", "FailureParts", "failure_parts", "with_failure_part"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size), as pooled_failure_probabilities keys its cells
+FailureRates = Literal["pooled", "slope"]
+#: How the failure part estimates the two cells' failure rates: ``pooled``, the binomial GLMM over the pair's
+#: sizes (:mod:`~freezestats.stats.failures.pooled_rates`, Wilson at the effective n, MOVER); ``slope``, Firth's
+#: depth x log2-size logistic fit of the pair (:mod:`~freezestats.stats.failures.slope_rates`, profile intervals,
+#: MOVER).
+FAILURE_RATES: tuple[str, ...] = ("pooled", "slope")
 
 
 @dataclass(frozen=True)
@@ -59,13 +67,25 @@ class FailureParts:
     p_rows: dict[Cell, tuple[np.ndarray, np.ndarray] | None]
     failed: dict[Cell, tuple[float, float, float]]
     healthy: dict[Cell, float]
+    bounds: dict[Cell, tuple[float, float]] | None = None  # the slope model's P intervals; None: pooled
 
 
-def failure_parts(runs: pd.DataFrame, response: str) -> FailureParts | None:
+def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) -> tuple[dict, dict, dict | None]:
+    """``(P, (row, Cov), P intervals)`` per cell from the chosen failure-rate model (:data:`FAILURE_RATES`)."""
+    if failure_rates == "slope":
+        rates = slope_failure_probabilities(runs, failed)
+        return rates.p, rates.rows, rates.bounds
+    if failure_rates != "pooled":
+        raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
+    return (*pooled_failure_probabilities(runs, failed), None)
+
+
+def failure_parts(runs: pd.DataFrame, response: str, failure_rates: FailureRates = "pooled") -> FailureParts | None:
     """The failure model of one task's runs (boolean ``failed`` column), or None when no run failed: then every
     P is 0 and the contrasts need no failure part.
 
-    ``runs`` are the depth's and the reference's runs at every size (module docstring). Where it cannot be fitted (a
+    ``runs`` are the depth's and the reference's runs at every size (module docstring); ``failure_rates`` picks the
+    model of their failure rates (:data:`FAILURE_RATES`). Where it cannot be fitted (a
     degenerate failure pattern) this raises :class:`ModelFitError`, and the caller falls back to the contrasts of
     all runs.
     """
@@ -74,7 +94,7 @@ def failure_parts(runs: pd.DataFrame, response: str) -> FailureParts | None:
     failed = runs["failed"].fillna(False).astype(bool).to_numpy()
     if not failed.any():
         return None
-    p, p_rows = pooled_failure_probabilities(runs, failed)
+    p, p_rows, bounds = _rates(runs, failed, failure_rates)
     values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
     cells = list(zip(runs["frozen_layers"].astype(int), runs["train_size"].astype(int), strict=True))
     frame = pd.DataFrame({"cell": cells, "size": [n for _, n in cells], "y": values, "failed": failed})
@@ -86,9 +106,12 @@ def failure_parts(runs: pd.DataFrame, response: str) -> FailureParts | None:
         failed_means[cell] = failed_mean(down) if len(down) else by_size.get(cell[1], study_failed)
         up = at.loc[~at["failed"], "y"]
         healthy[cell] = float(up.mean()) if len(up) else float("nan")
-    return FailureParts(p={tuple(map(int, k)): v for k, v in p.items()},
-                        p_rows={tuple(map(int, k)): v for k, v in p_rows.items()},
-                        failed=failed_means, healthy=healthy)  # fmt: skip
+
+    def keyed(values: dict) -> dict:
+        return {tuple(map(int, k)): v for k, v in values.items()}
+
+    return FailureParts(p=keyed(p), p_rows=keyed(p_rows), failed=failed_means, healthy=healthy,
+                        bounds=None if bounds is None else keyed(bounds))  # fmt: skip
 
 
 def with_failure_part(
@@ -123,8 +146,13 @@ def with_failure_part(
     weight = 1.0 - (p_k + p_0) / 2
     known = [(weight**2 * healthy_pairs["se"] ** 2, healthy_pairs["df"]), (p_k**2 * v_bk, df_bk),
              (p_0**2 * v_b0, df_b0)]  # fmt: skip
-    v_fail, low, high = failure_sides(((p_k, row_k), (p_0, parts.p_rows[r])), (b_k - h_k, b_0 - h_0),
-                                      confidence)  # fmt: skip
+    if parts.bounds is None:
+        v_fail, low, high = failure_sides(((p_k, row_k), (p_0, parts.p_rows[r])), (b_k - h_k, b_0 - h_0),
+                                          confidence)  # fmt: skip
+    else:  # the slope model's own intervals; a depth entering whole has no failure term
+        k_cell = (p_k, row_k, (0.0, 0.0) if whole_depth else parts.bounds[k])
+        v_fail, low, high = slope_failure_sides((k_cell, (p_0, parts.p_rows[r], parts.bounds[r])),
+                                                (b_k - h_k, b_0 - h_0))  # fmt: skip
     z = stats.norm.ppf(0.5 + confidence / 2)
     se, df = joined_se(known, v_fail)
     se_lower, df_lower = joined_se(known, (low / z) ** 2)
