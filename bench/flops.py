@@ -220,8 +220,10 @@ def matmul_peak(
     precisions: Sequence[str] = ("fp32", "bf16"),
     shapes: Sequence[tuple[int, int, int]] = PEAK_SHAPES,
     min_seconds: float = 1.0,
+    device: str = "cpu",
 ) -> dict[str, dict]:
-    """Best sustained GFLOP/s of ``torch.matmul`` per precision, with ``threads`` intra-op threads.
+    """Best sustained GFLOP/s of ``torch.matmul`` per precision, with ``threads`` intra-op threads (on a CPU;
+    on a GPU, ``device="cuda"``, the products run there, timed after synchronising).
 
     Each shape is warmed up once, then multiplied repeatedly for at least ``min_seconds`` (and at least
     twice); its rate is 2*m*k*n per product over the elapsed time. The peak is the best shape's rate.
@@ -237,12 +239,15 @@ def matmul_peak(
             dtype = dtypes[precision]
             by_shape = {}
             for m, k, n in shapes:
-                a = torch.randn(m, k).to(dtype)
-                b = torch.randn(k, n).to(dtype)
+                a = torch.randn(m, k, device=device).to(dtype)
+                b = torch.randn(k, n, device=device).to(dtype)
                 torch.matmul(a, b)  # warm-up: kernel selection, page faults
+                sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+                sync()
                 reps, started = 0, time.perf_counter()
                 while True:
                     torch.matmul(a, b)
+                    sync()
                     reps += 1
                     elapsed = time.perf_counter() - started
                     if elapsed >= min_seconds and reps >= 2:
@@ -252,7 +257,7 @@ def matmul_peak(
             result[precision] = {"gflops": by_shape[best], "best_shape": best, "by_shape": by_shape}
     finally:
         torch.set_num_threads(before)
-    return {"threads": threads, "min_seconds": min_seconds, "precisions": result}
+    return {"threads": threads, "min_seconds": min_seconds, "device": device, "precisions": result}
 
 
 def best_peak(peaks: Sequence[dict], precision: str) -> float | None:

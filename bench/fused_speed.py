@@ -79,7 +79,7 @@ def _inputs(args: argparse.Namespace, task_name: str, size: int, frozen: int) ->
     enc_train = replace(enc_train, name=f"{task_name}/train", ids=np.asarray(rows))
     enc_val = replace(enc_val, name=f"{task_name}/validation")
     select, score = validation_halves(enc_val.labels, regression=task.is_regression)
-    training = replace(spec.training, precision=args.precision, device="cpu")
+    training = replace(spec.training, precision=args.precision, device=args.device)
     if args.epochs:
         training = replace(training, epochs=args.epochs)
     shared = {
@@ -166,6 +166,7 @@ def worker(args: argparse.Namespace) -> None:
                 "wall": wall,
                 "cpu_seconds": cpu_seconds,
                 "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "peak_gpu": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None,
                 "runs": rows,
                 "train_counts": train_counts,
                 "eval_counts": eval_counts,
@@ -178,6 +179,7 @@ def worker(args: argparse.Namespace) -> None:
 def _part(args: argparse.Namespace, cell: str, side: str) -> dict:
     command = [sys.executable, __file__, "--worker-cell", cell, "--side", side, "--seeds", str(args.seeds)]
     command += ["--precision", args.precision, "--n-val", str(args.n_val), "--epochs", str(args.epochs)]
+    command += ["--device", args.device]
     before = _load()
     started = time.perf_counter()
     done = subprocess.run(command, check=True, capture_output=True, text=True)
@@ -232,7 +234,7 @@ def _report(args: argparse.Namespace, cell: str, parts: dict, peak: float | None
         share = f", {100 * rate / (peak * 1e9):.0f}% of the matmul peak" if peak else ""
         print(
             f"  {side:8s} {part['wall']:7.1f} s  {3600 * args.seeds / part['wall']:6.1f} runs/h"
-            f"  peak RSS {part['peak_rss'] / 2**30:.2f} GiB  {rate / 1e9:.1f} GFLOP/s useful{share}"
+            f"  peak RSS {part['peak_rss'] / 2**30:.2f} GiB{_gpu_memory(part)}  {rate / 1e9:.1f} GFLOP/s useful{share}"
         )
     print(f"  fused / unfused speed-up: {parts['unfused']['wall'] / parts['fused']['wall']:.2f}x in wall time", end="")
     if "cpu_seconds" in parts["fused"]:
@@ -246,6 +248,11 @@ def _report(args: argparse.Namespace, cell: str, parts: dict, peak: float | None
             f" unfused {per_run * args.seeds / parts['unfused']['wall']:.2f}x"
         )
     _agreement(parts)
+
+
+def _gpu_memory(part: dict) -> str:
+    peak = part.get("peak_gpu")
+    return f", GPU {peak / 2**30:.2f} GiB" if peak else ""
 
 
 def _agreement(parts: dict) -> None:
@@ -270,6 +277,7 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
     parser.add_argument("--epochs", type=float, default=0, help="0: the spec's (10)")
     parser.add_argument("--n-val", type=int, default=0, help="0: the whole validation set")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU's peak is measured on 8192^3)")
     parser.add_argument("--reference", action="store_true", help="also HF Trainer (fp32), --reference-seeds seeds")
     parser.add_argument("--reference-seeds", type=int, default=1)
     parser.add_argument("--out", default=None)
@@ -284,7 +292,11 @@ def main() -> None:
     cpu = flops.cpu_description()
     print(f"{flops.describe(cpu)}; precision {args.precision} on every side; {time.strftime('%Y-%m-%d %H:%M UTC')}")
     print(f"epochs {args.epochs or 'spec (10)'}, validation {args.n_val or 'all'}; {_load()}")
-    peaks = [flops.matmul_peak(torch.get_num_threads(), (args.precision,))]
+    gpu = args.device.startswith("cuda")
+    peak_of = {"shapes": [(8192, 8192, 8192)], "device": args.device} if gpu else {}
+    if gpu:
+        print(f"GPU {torch.cuda.get_device_name(args.device)}; torch {torch.__version__}")
+    peaks = [flops.matmul_peak(torch.get_num_threads(), (args.precision,), **peak_of)]
     results: dict[str, dict] = {}
     for i, cell in enumerate(args.cells.split(",")):
         order = ("unfused", "fused") if i % 2 == 0 else ("fused", "unfused")
@@ -294,7 +306,7 @@ def main() -> None:
             _save(args, cpu, peaks, results)  # after every part: a run cut short keeps what it measured
         if args.reference:
             results[cell]["reference"] = _reference(args, cell)
-    peaks.append(flops.matmul_peak(torch.get_num_threads(), (args.precision,)))
+    peaks.append(flops.matmul_peak(torch.get_num_threads(), (args.precision,), **peak_of))
     peak = flops.best_peak(peaks, args.precision)
     measured = [round(p["precisions"][args.precision]["gflops"]) for p in peaks]
     print(f"\nmatmul peak ({args.precision}): {peak:.0f} GFLOP/s (best of before and after the parts: {measured})")

@@ -16,6 +16,8 @@ from optuna.trial import TrialState
 import freezestats.training.fused as fused
 from freezestats.cli.main import main
 from freezestats.exceptions import TrialFailed
+from freezestats.results.export import results_table
+from freezestats.study.queue import cell_from_trial
 from freezestats.study.trials import load_study, open_storage
 
 
@@ -45,6 +47,10 @@ def test_fused_trials_equal_unfused_ones(tmp_path: Path, tiny_model: Path, glue_
     best_on = {t.user_attrs["cell_key"]: t.user_attrs["best_dev"] for t in on}
     assert best_on == best_off
     assert {t.user_attrs["cell_key"]: t.value for t in on} == {t.user_attrs["cell_key"]: t.value for t in off}
+    fused_table = results_table(load_study(open_storage(f"sqlite:///{tmp_path / 'on.db'}"), None))
+    alone_table = results_table(load_study(open_storage(f"sqlite:///{tmp_path / 'off.db'}"), None))
+    assert fused_table[["fuse", "fuse_k", "fusion"]].drop_duplicates().values.tolist() == [["3", 3, "fused"]]
+    assert alone_table[["fuse", "fuse_k", "fusion"]].drop_duplicates().values.tolist() == [["off", 1, "unfused"]]
 
 
 def test_a_failed_run_fails_only_its_trial(
@@ -112,3 +118,23 @@ def test_a_killed_workers_claimed_trials_go_stale_and_are_requeued(
     assert sum(t.state == TrialState.FAIL for t in trials) == 3
     waiting = sorted(t.user_attrs["cell_key"] for t in trials if t.state == TrialState.WAITING)
     assert waiting == sorted(t.user_attrs["cell_key"] for t in trials if t.state == TrialState.FAIL)
+
+
+def test_a_fused_worker_claims_the_longest_waiting_group_first(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The largest train size first (enqueued last): a grid claimed in enqueue order ends with its longest runs."""
+    sizes = []
+
+    def interrupted(runs):
+        sizes.append({len(run["train"]) for run in runs})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fused, "fine_tune_many", interrupted)
+    grid = {"frozen_layers": [1], "train_sizes": [32, 64], "seeds": [1, 2]}
+    training = {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 32, "precision": "fp32"}
+    spec = write_spec(tmp_path, simple_spec(model=str(tiny_model), grid=grid, training=training))
+    rc, trials = _run(tmp_path, spec, glue_dir, "order.db", "--workers", "1", "--fuse", "auto")
+    assert rc == 130 and sizes == [{64}]
+    first_64 = min(t.number for t in trials if cell_from_trial(t).train_size == 64)
+    assert first_64 > min(t.number for t in trials if cell_from_trial(t).train_size == 32)  # enqueued after 32

@@ -27,7 +27,8 @@ def _readme_columns() -> list[str]:
 def test_the_export_columns_are_the_records_exported_fields() -> None:
     assert RESULT_COLUMNS == EXPORT_COLUMNS
     assert RESULT_COLUMNS[:5] == ["study", "trial", "state", "role", "task"]
-    assert RESULT_COLUMNS[-5:] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"]
+    assert RESULT_COLUMNS[-8:-3] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"]
+    assert RESULT_COLUMNS[-3:] == ["fuse", "fuse_k", "fusion"]  # added last: the order is a contract
     assert len(set(RESULT_COLUMNS)) == len(RESULT_COLUMNS)
 
 
@@ -48,7 +49,9 @@ def test_the_runner_stores_the_run_fields_and_leaves_the_trials_own_to_it() -> N
     # What results.results_table reads from the trial itself, and what the storage layer writes on it.
     armed = Cell(task="sst2", frozen_layers=0, train_size=32, subset_draw=0, seed=1, learning_rate=5e-5, arm="freeze")
     cell_params = {*cell.params(), *armed.params(), "arm"}  # a cell of a spec with [[arms]]: arm (attr), arm_level
-    assert trial_fields == {"study", "trial", "state", "role", *cell_params, "fail_reason", "reused_from_trial"}
+    stored_by_the_worker = {"fuse", "fuse_k", "fusion"}  # the fused worker's claim, on the trial itself
+    expected = {"study", "trial", "state", "role", *cell_params, "fail_reason", "reused_from_trial"}
+    assert trial_fields == expected | stored_by_the_worker
     assert all(getattr(record, name) is None for name in trial_fields)
     with pytest.raises(TypeError):
         TrialRecord(**{k: v for k, v in values.items() if k != "best_dev"})  # a run field cannot be forgotten

@@ -71,7 +71,15 @@ def test_run_status_export(
     assert table["n_eval"].eq(872).all() and table["majority_baseline"].between(0.49, 0.51).all()
     assert table["n_layers"].eq(2).all() and table["model"].eq(str(tiny_model)).all()
     columns = list(table.columns)[: len(RESULT_COLUMNS)]  # added at the end of the contract, in this order
-    assert columns[-5:] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"] == RESULT_COLUMNS[-5:]
+    assert (
+        columns[-8:]
+        == [
+            *("order_seed", "trained_with", "pair_encoding", "arm", "arm_level"),
+            *("fuse", "fuse_k", "fusion"),
+        ]
+        == RESULT_COLUMNS[-8:]
+    )
+    assert table["fuse"].eq("off").all() and table["fuse_k"].eq(1).all() and table["fusion"].eq("unfused").all()
     assert table["trained_with"].eq(table["task"]).all()  # trained alone
     assert table["pair_encoding"].eq("cross").all()  # a single-sentence task: one input
     assert table["order_seed"].eq(table["seed"]).all()  # not crossed: the data order followed the seed

@@ -51,6 +51,7 @@ STATUS_COLUMNS = [
 ]
 _SORT_COLUMNS = ["role", "task", "train_size", "arm", "arm_level", "frozen_layers", "subset_draw", "seed"]
 _SORT_COLUMNS += ["order_seed", "trial"]
+_TRIAL_ATTRS = ("fuse", "fuse_k", "fusion")
 _LOST = "no heartbeat: the worker stopped mid-trial"
 _STATE_NAMES = {
     TrialState.COMPLETE: "complete",
@@ -110,6 +111,8 @@ def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str
     for column in RESULT_COLUMNS:
         if column not in row:
             row[column] = attrs.get(column)
+    for column in _TRIAL_ATTRS:  # set on the trial itself, also for each task of a group's trial
+        row[column] = trial.user_attrs.get(column)
     for old, new in RENAMED_COLUMNS.items():
         if new not in attrs:  # a trial stored before the rename
             row[new] = attrs.get(old)
@@ -125,6 +128,10 @@ def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str
         row["trained_with"] = row["task"]
     if row["pair_encoding"] is None:  # stored before the setting existed: one joint input
         row["pair_encoding"] = "cross"
+    if row["fuse"] is None:  # run without `--fuse` (or before it existed): trained alone
+        row["fuse"], row["fuse_k"] = "off", 1
+    if row["fusion"] is None:
+        row["fusion"] = "unfused"
     for name, value in attrs.get("final_metrics", {}).items():
         row[f"final_{name}"] = value
     return row

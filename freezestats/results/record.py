@@ -90,6 +90,11 @@ class TrialRecord:
     # the arm variant and its level (a single-arm study: "freeze" and frozen_layers, filled in by the export)
     arm: str | None = field(default=None, metadata=_TRIAL_COLUMN)
     arm_level: int | None = field(default=None, metadata=_TRIAL_COLUMN)
+    # how the run was trained (`run --fuse`, stored on the trial by the fused worker): the worker's setting, how
+    # many runs it claimed together, and "fused" or "alone: <why>"; runs without it: "off", 1, "unfused"
+    fuse: str | None = field(default=None, metadata=_TRIAL_COLUMN)
+    fuse_k: int | None = field(default=None, metadata=_TRIAL_COLUMN)
+    fusion: str | None = field(default=None, metadata=_TRIAL_COLUMN)
 
     # best score on the select half: what lr_search.select_metric = "select" uses
     select_best: float = field(metadata=_KEPT)

@@ -105,7 +105,12 @@ class RunDropout:
         sequence positions (1 for hidden states, 2 for attention weights, 0 for pooled outputs)."""
         if p <= 0:
             return x
-        noise = torch.ones_like(x)
+        # torch's own dropout scales in x's dtype on a CPU (``input * noise.div_(1 - p)``, a bf16 noise tensor
+        # under autocast: 1/0.9 rounds to 1.109375) but in fp32 on CUDA (``native_dropout``'s kernel, then one
+        # rounding to x's dtype); each device's lone run is mirrored, so that bf16 fused runs are not scaled down
+        # by 0.16% at every dropout on a GPU
+        cuda = x.device.type == "cuda"
+        noise = torch.ones(x.shape, dtype=torch.float32 if cuda else x.dtype, device=x.device)
         for k, (generator, length) in enumerate(zip(self.generators, self.lengths, strict=True)):
             region = noise[k]
             if seq_dims == 1:
@@ -113,7 +118,7 @@ class RunDropout:
             elif seq_dims == 2:
                 region = region[..., :length, :length]
             region.bernoulli_(1 - p, generator=generator)
-        return x * noise.div_(1 - p)
+        return (x * noise.div_(1 - p)).to(x.dtype)
 
     def keep(self, index: list[int]) -> None:
         self.generators = [self.generators[i] for i in index]

@@ -1,0 +1,92 @@
+"""Summarise the whole-grid GPU runs of ``bench/gpu_fused_grid.sh``: wall time, runs/hour, GPU utilisation and
+memory per configuration, and whether fused runs score as unfused ones do.
+
+Why the second part: on CUDA a fused run draws its dropout masks differently from the lone run (see
+``freezestats.training.fused``), so it is another draw, not the same run; the issue asks that its scores be
+distributed as unfused runs' are. Each fused run is paired with the unfused run of the same cell and seed (the
+same initialisation and data order), so the paired difference's mean is the systematic effect of fusion, with
+a t interval over the pairs (runs of one cell share its data, so pairs are not fully independent: the interval
+is a guide, the per-size table shows where a difference sits). Equivalence is read against a margin of 1 point
+(the blog example's non-inferiority margin): the 90% interval inside +-1 point (TOST at 5%).
+
+    python bench/fused_grid_summary.py bench/results/fused-h100 > bench/results/fused-h100/summary.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+KEYS = ["task", "train_size", "frozen_layers", "seed"]
+MARGIN = 0.01
+COMMITTED = Path(__file__).resolve().parents[1] / "examples" / "blog2020-minilm" / "results.csv"
+
+
+def _wall(log: Path) -> float:
+    return float(re.search(r"grid wall: ([\d.]+) s", log.read_text()).group(1))
+
+
+def _dmon(path: Path) -> tuple[float, float]:
+    """Mean SM busy % (nvidia-smi's "sm": time with a kernel running, not FLOP use) and the most memory used."""
+    rows = [line.split() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    rows = [r for r in rows if r[0].isdigit() and r[1].isdigit()]
+    busy = [int(r[1]) for r in rows]
+    memory = [int(r[7]) for r in rows if r[7].isdigit()]
+    return float(np.mean(busy)), max(memory) / 1024
+
+
+def _table(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path).set_index(KEYS).sort_index()
+
+
+def _paired(a: pd.Series, b: pd.Series) -> str:
+    d = (a - b).dropna()
+    n, mean, sd = len(d), d.mean(), d.std(ddof=1)
+    half = stats.t.ppf(0.95, n - 1) * sd / np.sqrt(n)
+    low, high = mean - half, mean + half
+    verdict = "equivalent within 1 point" if low > -MARGIN and high < MARGIN else "not shown equivalent"
+    return (
+        f"n={n:3d}  mean {100 * mean:+.2f} pts  90% CI [{100 * low:+.2f}, {100 * high:+.2f}]  SD {100 * sd:.2f}"
+        f"  identical {np.mean(d == 0):.2f}  ({verdict}; CI excludes 0: {low > 0 or high < 0})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    args = parser.parse_args()
+    folder = args.folder
+    print("whole MiniLM blog grid (study/blog2020-minilm.toml, 350 runs, bf16 autocast), one lent H100")
+    print(f"{'configuration':22s} {'wall s':>7s} {'runs/h':>7s} {'SM busy %':>9s} {'GPU GiB':>8s}")
+    for log in sorted(folder.glob("grid-*.log")):
+        name = log.stem.removeprefix("grid-")
+        busy, memory = _dmon(folder / f"dmon-{name}.txt")
+        wall = _wall(log)
+        print(f"{name:22s} {wall:7.1f} {3600 * 350 / wall:7.0f} {busy:9.1f} {memory:8.1f}")
+    fused, unfused = _table(folder / "grid-10-auto-mps.csv"), _table(folder / "grid-10-off-mps.csv")
+    print("\nfused (10-auto-mps) - unfused (10-off-mps), paired by cell and seed:")
+    for column in ("best_dev", "heldout"):
+        for task in ("sst2", "cola"):
+            print(f"  {column:8s} {task}: {_paired(fused.loc[task, column], unfused.loc[task, column])}")
+    print(f"  collapsed runs: fused {fused['failed'].mean():.3f}, unfused {unfused['failed'].mean():.3f}")
+    per_size = (100 * (fused["best_dev"] - unfused["best_dev"])).groupby(level=["task", "train_size"])
+    print("\n  best_dev difference per size (points):")
+    print(per_size.agg(["mean", "std", "count"]).round(2).to_string().replace("\n", "\n    "))
+    if COMMITTED.exists():
+        committed = _table(COMMITTED)
+        print("\nthe same against the committed unfused H100 run of 2026-11-22 (full fp32 weights, no MPS):")
+        for name, table in (("unfused today", unfused), ("fused today", fused)):
+            for task in ("sst2", "cola"):
+                print(f"  {name:13s} {task}: {_paired(table.loc[task, 'best_dev'], committed.loc[task, 'best_dev'])}")
+    again = [_table(path)["best_dev"] for path in sorted(folder.glob("grid-*auto*.csv"))]
+    same = [float(np.mean(again[0] == other)) for other in again[1:]]
+    print(f"\nfused runs repeated in other grids: share of identical best_dev {[round(s, 2) for s in same]}")
+
+
+if __name__ == "__main__":
+    main()
