@@ -17,6 +17,7 @@ import freezestats.training.fused as fused
 from freezestats.cli.main import main
 from freezestats.exceptions import TrialFailed
 from freezestats.results.export import results_table
+from freezestats.spec.study import load_spec
 from freezestats.study.queue import cell_from_trial
 from freezestats.study.trials import load_study, open_storage
 
@@ -138,3 +139,25 @@ def test_a_fused_worker_claims_the_longest_waiting_group_first(
     assert rc == 130 and sizes == [{64}]
     first_64 = min(t.number for t in trials if cell_from_trial(t).train_size == 64)
     assert first_64 > min(t.number for t in trials if cell_from_trial(t).train_size == 32)  # enqueued after 32
+
+
+def test_fuse_auto_claims_no_more_runs_than_fit_in_memory(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import freezestats.training.fused.memory as memory
+
+    claimed = []
+
+    def interrupted(runs):
+        claimed.append(len(runs))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fused, "fine_tune_many", interrupted)
+    spec = _spec(tmp_path, tiny_model)
+    one_run = memory.run_bytes(str(tiny_model), 2, load_spec(spec).training)
+    monkeypatch.setattr(memory, "free_bytes", lambda device: 5 * one_run)
+    rc, _ = _run(tmp_path, spec, glue_dir, "mem.db", "--workers", "1", "--fuse", "auto")
+    assert rc == 130 and claimed == [2]  # half of 5 runs' memory: 2 of the 3 seeds
+    claimed.clear()
+    rc, _ = _run(tmp_path, spec, glue_dir, "k.db", "--workers", "1", "--fuse", "3")
+    assert rc == 130 and claimed == [3]  # an explicit K is the user's: not capped

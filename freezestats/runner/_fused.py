@@ -9,7 +9,8 @@ told its own result and record, exactly as an unfused trial is, plus ``fuse`` (t
 any failure is); Ctrl-C or SIGTERM hands every claimed trial back uncounted; a SIGKILL leaves them RUNNING until
 their heartbeats go stale and ``fail_stale_trials`` fails and requeues each of them.
 
-``auto`` takes every WAITING run of the group, up to :data:`AUTO_MAX` (sizing K by memory is future work).
+``auto`` takes every WAITING run of the group, up to :data:`AUTO_MAX` and up to what fits in half of the device's
+free memory at the claim (:mod:`freezestats.training.fused.memory`).
 """
 
 from __future__ import annotations
@@ -51,11 +52,15 @@ def parse_fuse(value: str | int | None) -> str:
     raise SpecError(f"`--fuse` must be off, auto or an integer K >= 1, but got {value!r}.")
 
 
-def fuse_limit(fuse: str, n_waiting: int) -> int:
-    """How many runs of a group with ``n_waiting`` WAITING runs to claim."""
+def fuse_limit(fuse: str, n_waiting: int, fits: int | None = None) -> int:
+    """How many runs of a group with ``n_waiting`` WAITING runs to claim; ``auto`` also claims no more than
+    ``fits``, the runs that fit in the device's free memory (:func:`~freezestats.training.fused.memory.memory_limit`).
+    An integer K is the user's choice and is not capped."""
     if fuse == "off":
         return 1
-    return min(n_waiting, AUTO_MAX) if fuse == "auto" else min(n_waiting, int(fuse))
+    if fuse == "auto":
+        return min(n_waiting, AUTO_MAX, fits if fits is not None else AUTO_MAX)
+    return min(n_waiting, int(fuse))
 
 
 def _group_key(trial: FrozenTrial) -> Cell:
@@ -82,7 +87,18 @@ def waiting_group(runner: _Runner) -> list[FrozenTrial]:
         return []
     key = _group_key(longest)
     group = [t for t in waiting if _group_key(t) == key]
-    return group[: fuse_limit(runner.fuse, len(group))]
+    fits = _runs_that_fit(runner, first) if runner.fuse == "auto" and len(group) > 1 else None
+    return group[: fuse_limit(runner.fuse, len(group), fits)]
+
+
+def _runs_that_fit(runner: _Runner, cell: Cell) -> int:
+    """How many runs of ``cell``'s model fit in the worker's device's free memory now."""
+    from freezestats.training import resolve_device
+    from freezestats.training.fused.memory import memory_limit
+
+    spec = runner.spec
+    num_labels = runner.prepared.tasks[cell.task].data.task.num_labels
+    return memory_limit(spec.model.name, num_labels, spec.training, resolve_device(spec.training.device))
 
 
 def _expected_length(trial: FrozenTrial) -> tuple[bool, int]:
