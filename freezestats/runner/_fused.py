@@ -116,7 +116,13 @@ def _shared_loop(runner: _Runner, cell: Cell) -> bool:
 
 
 def _claim(study: optuna.Study, frozen: list[FrozenTrial]) -> list[optuna.Trial]:
-    """Claim each trial by the storage's atomic WAITING -> RUNNING step; those another worker took are skipped."""
+    """Claim each trial by the storage's atomic WAITING -> RUNNING step; those another worker took are skipped.
+
+    Optuna has no public call that claims a chosen WAITING trial: ``study.ask()`` pops the oldest one. This is the
+    storage call ``ask`` itself makes (``set_trial_state_values`` returns False when another worker won the race),
+    and ``get_heartbeat_thread`` is what ``study.optimize`` wraps a trial in; both are private in Optuna 3-5, so a
+    change there breaks ``tests/test_fused_runner.py`` rather than a study.
+    """
     claimed = []
     for t in frozen:
         try:
