@@ -31,15 +31,28 @@ Each size's interval
 (the intercept of the depth's fit with log2 size centred at that size), transformed by expit. Wald's
 interval on the logit scale (``interval="wald"``, ``expit(eta +- z se)``) is far too wide here: the smallest
 size's flags (most runs there score near the majority rate) against few failures above it put the fit near
-quasi-separation, where the logit SE of a large size is 6-8 and the interval on P spans 0 to 0.2-0.3 with no
-failure seen; on the realistic simulator's flags its rate-difference intervals at 500-1000 examples were 1.6x
-as wide as the pooled model's, the profile's half as wide (Heinze & Schemper 2002 recommend the profile
-interval with Firth's fit for this reason). The two depths' intervals join by MOVER with correlation 0 (the
-fits are independent) in :func:`~freezestats.stats.failures.two_part.failure_sides`.
+quasi-separation, where the logit SE of a large size can reach 6-8 and the interval on P spans 0 to 0.2-0.3 with no
+failure seen (Heinze & Schemper 2002 recommend the profile interval with Firth's fit for this reason). On the
+realistic simulator's flags (``bench/results/slope_rates_check.txt``, 200 studies) the interval of
+:math:`P_k - P_0` at 500-1000 examples for depths -1..2 has median width 0.60-0.66 with Wald's, 0.37-0.38
+with the pooled model's and 0.18-0.28 with the profile's. The two depths' intervals join by MOVER with
+correlation 0 (the fits are independent) in :func:`slope_failure_sides`.
 
-What it does not fix: the flagged rate is not logistic-linear in log2 size where the smallest size's flags
-count near-majority healthy runs, or where a deep depth scores at the majority rate over several sizes; there
-the fitted trend is biased (measured in ``bench/results/coverage_task_level_slope.txt``).
+What it does not fix, measured
+------------------------------
+The flagged rate is not logistic-linear in log2 size. At 50 examples ~0.89 of every depth's runs are flagged
+(healthy runs near the majority rate), at 100 only 0.12 of the reference's; deep depths fall off a cliff where
+their healthy skill clears the majority rate (depth 4: 0.93, 0.69, 0.09, 0.05, 0.03 over 50..1000; depth 6:
+0.84, 0.88, 0.95, 0.84, 0.10). The straight line through those is pulled by the smallest size: the rate
+difference's profile interval covers 0.80-0.96 for depths -1..5 at 200-1000 examples but 0.69 and 0.56 at
+100 (depths 4, 5) and 0.49-0.72 for depth 6. On the contrasts (``bench/results/coverage_task_level_slope.txt``,
+400 studies) that gives 16 of 30 cells outside the Monte Carlo band (the pooled default: 25), the large sizes'
+over-coverage gone (0.912-0.960 at 500-1000 for depths -1..5), but under-coverage the default does not have:
+0.74-0.78 at 100 examples for depths 4-6, 0.865 at (200, 4), 0.835 at (1000, 6). So it is an option, not the
+default. A local fit (each size with its neighbours), a quadratic in log2 size or a fit on the sizes from the
+cell's upwards take the smallest size's leverage away and with it the narrowing: in a check on 100 studies
+(scripts not kept) the rate difference's intervals at 1000 examples were then wider than the pooled model's
+(median 0.46-0.74 against 0.37-0.45).
 
 References
 ----------
