@@ -156,7 +156,9 @@ def task_level_contrasts(
         Where the task has failed runs, the model of the pair's failure rates in the failure part
         (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`): ``"pooled"``, the binomial GLMM of the
         pair's runs with a random intercept per size; ``"slope"``, Firth's depth x log2-size logistic fit, whose
-        rates follow their fall with train size.
+        rates follow their fall with train size. ``"slope"`` ends the large sizes' over-coverage but under-covers
+        deep depths whose flagged rates are not log-linear in size (``bench/results/coverage_task_level_slope.txt``:
+        0.74-0.78 at 100 examples for depths 4-6), so ``"pooled"`` stays the default.
 
     Returns
     -------
