@@ -75,6 +75,8 @@ def test_a_failed_run_fails_only_its_trial(
     assert failed[0].params["seed"] == 2
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert sorted(t.params["seed"] for t in complete) == [1, 2, 3]
+    retried = next(t for t in complete if t.params["seed"] == 2)  # its group of one, trained the ordinary way
+    assert (retried.user_attrs["fuse_k"], retried.user_attrs["fusion"]) == (1, "alone: nothing to fuse it with")
     assert calls == [3]
 
 

@@ -129,9 +129,7 @@ def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str
     if row["pair_encoding"] is None:  # stored before the setting existed: one joint input
         row["pair_encoding"] = "cross"
     if row["fuse"] is None:  # run without `--fuse` (or before it existed): trained alone
-        row["fuse"], row["fuse_k"] = "off", 1
-    if row["fusion"] is None:
-        row["fusion"] = "unfused"
+        row["fuse"], row["fuse_k"], row["fusion"] = "off", 1, "unfused"
     for name, value in attrs.get("final_metrics", {}).items():
         row[f"final_{name}"] = value
     return row

@@ -320,6 +320,8 @@ class _Runner:
         self.n_run += 1  # counted here, so a stray claim (a race lost to another worker) is not a run
         if self.fuse != "off":  # a run of a `--fuse` worker that had nothing to fuse it with
             trial.set_user_attr("fuse", self.fuse)
+            trial.set_user_attr("fuse_k", 1)
+            trial.set_user_attr("fusion", "alone: nothing to fuse it with")
         try:
             # Ctrl-C raises at once only inside the training (run_cell's `interruptible` blocks). Raised inside a
             # database write (the suggestions here, the artifacts and the record after the training), it can
