@@ -18,9 +18,13 @@ while its comparison is open, so the runs it uses are the ones an adaptive study
   (``task_noninferiority`` on all 10 seeds) is measured on the same studies, for comparison.
 * ``blog_shaped()``: per cell, the share of studies naming the depth non-inferior (power where its truth is
   above -0.01), the share naming it inferior (an error where the truth is above -0.01), the mean seeds it got;
-  the same for the fixed design at S = 2, 4, 6, 8, 10 seeds, on each study's first S seeds. The fixed design
-  "of the same power" is the smallest S whose mean power over the cells with truth above -0.01 reaches the
-  adaptive design's; the runs ratio is the adaptive design's mean runs over that design's (35 cells x S), and
+  the same for the fixed design at S = 2, 4, 6, 8, 10 seeds (``--fixed-seeds``: up to 20 or more, the studies
+  then simulate that many seeds a cell, the adaptive design still stops at 10), on each study's first S seeds.
+  The fixed design "of the same power" is the smallest S whose mean power over the cells with truth above
+  -0.01 reaches the adaptive design's *and* whose own familywise error at the null (measured on the same null
+  studies) is at most alpha: a fixed test over its level would otherwise buy its power with its excess error
+  (the 2-seed test does: 0.086 at a 1-point margin); the runs ratio is the adaptive design's mean runs over
+  that design's (35 cells x S), and
   the agreement the share of (study, cell) whose non-inferiority claim is the same in both.
 
 Monte Carlo SEs are binomial, sqrt(p (1 - p) / studies); a familywise error also gets its exact (Clopper-Pearson)
@@ -36,6 +40,7 @@ import multiprocessing
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -58,7 +63,7 @@ coverage = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(coverage)  # type: ignore[union-attr]
 
 PLAN = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=2, max_seeds=10, seeds_per_round=2)
-FIXED_SEEDS = (2, 4, 6, 8, 10)
+FIXED_SEEDS: tuple[int, ...] = (2, 4, 6, 8, 10)
 NULL_OFFSET = 1_000_000  # the null studies' generator seeds: study i draws rng=NULL_OFFSET + i
 _TASKS: dict[str, RealisticTask] = {}
 
@@ -91,38 +96,54 @@ def one_study(index: int) -> tuple[list[dict], list[dict]]:
     null_study = simulate_realistic(_TASKS["null"], rng=NULL_OFFSET + index)
     null_runs = _flagged(null_study.results)
     last = _adaptive(null_runs, null_study.items)
-    fixed_null = fixed_design(null_runs, null_study.items, PLAN).set_index(["train_size", "frozen_layers"])
-    null = [{"study": index, "train_size": int(r.train_size), "frozen_layers": int(r.frozen_layers),
-             "seeds": int(r.seeds), "decision": r.decision,
-             "fixed": bool(r.frozen_layers != 0 and fixed_null.loc[(r.train_size, r.frozen_layers), "noninferior"])}
-            for r in last.itertuples()]  # fmt: skip
+    fixed_null = {s: fixed_design(null_runs, null_study.items, PLAN, seeds=s).set_index(["train_size", "frozen_layers"])
+                  for s in FIXED_SEEDS}  # fmt: skip
+    null = [_null_row(index, r, fixed_null) for r in last.itertuples()]
     return alt, null
 
 
-def _start(alternative: RealisticTask, null: RealisticTask, plan: SequentialPlan) -> None:
-    global PLAN  # the plan of this run (its margin), in every worker of the pool
+def _null_row(index: int, r: Any, fixed_null: dict[int, pd.DataFrame]) -> dict:
+    """One null comparison: the adaptive decision, and each fixed design's claim on the same study."""
+    claims = {
+        f"fixed_{s}": bool(r.frozen_layers != 0 and table.loc[(r.train_size, r.frozen_layers), "noninferior"])
+        for s, table in fixed_null.items()
+    }
+    return {"study": index, "train_size": int(r.train_size), "frozen_layers": int(r.frozen_layers),
+            "seeds": int(r.seeds), "decision": r.decision, "fixed": claims.get(f"fixed_{PLAN.max_seeds}", False),
+            **claims}  # fmt: skip
+
+
+def _start(alternative: RealisticTask, null: RealisticTask, plan: SequentialPlan, fixed: tuple[int, ...]) -> None:
+    global PLAN, FIXED_SEEDS  # the plan of this run (its margin) and its fixed designs, in every worker of the pool
     _TASKS.update(alternative=alternative, null=null)
-    PLAN = plan
+    PLAN, FIXED_SEEDS = plan, fixed
 
 
-def run(n_studies: int, processes: int = 1, margin: float = 0.01, min_seeds: int = PLAN.min_seeds) -> dict:
-    """``n_studies`` studies of each scenario, 10 seeds a cell, at ``margin``, the first look at ``min_seeds``;
-    ``processes`` > 1 runs them in a pool."""
+def run(
+    n_studies: int,
+    processes: int = 1,
+    margin: float = 0.01,
+    min_seeds: int = PLAN.min_seeds,
+    fixed: tuple[int, ...] = FIXED_SEEDS,
+) -> dict:
+    """``n_studies`` studies of each scenario, at ``margin``, the first look at ``min_seeds``, fixed designs on
+    ``fixed`` seeds (a cell simulates the most of those and the plan's 10); ``processes`` > 1 runs a pool."""
     plan = replace(PLAN, margin=margin, min_seeds=min_seeds)
-    base = replace(blog_shaped(), seeds=plan.max_seeds)
-    tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan)
+    base = replace(blog_shaped(), seeds=max(plan.max_seeds, *fixed))
+    tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan, tuple(fixed))
     started = time.perf_counter()
+    _start(*tasks)  # here too: summarise reads the fixed designs
     if processes > 1:
         with multiprocessing.Pool(processes, initializer=_start, initargs=tasks) as pool:
             outcomes = pool.map(one_study, range(n_studies), chunksize=2)
     else:
-        _start(*tasks)
         outcomes = [one_study(i) for i in range(n_studies)]
     alt = pd.DataFrame([row for rows, _ in outcomes for row in rows])
     null = pd.DataFrame([row for _, rows in outcomes for row in rows])
     rows = summarise(alt, null, n_studies, margin)
     return coverage.result_record(n_studies, started, {}, rows, margin=margin, processes=processes,
-                                  plan=plan.__dict__, looks=list(plan.looks()))  # fmt: skip
+                                  plan=plan.__dict__, looks=list(plan.looks()), fixed_seeds=list(fixed),
+                                  simulated_seeds=base.seeds)  # fmt: skip
 
 
 def _fwer(shown: pd.Series) -> dict:
@@ -143,22 +164,27 @@ def summarise(alt: pd.DataFrame, null: pd.DataFrame, n_studies: int, margin: flo
     true_ni = rows["truth"] > -margin
     power = float(rows.loc[true_ni, "power"].mean())
     fixed_power = {s: float(rows.loc[true_ni, f"fixed_{s}"].mean()) for s in FIXED_SEEDS}
+    null_idx = null[null["frozen_layers"] != 0].set_index(["study", "train_size", "frozen_layers"])
+    fixed_fwer = {s: _fwer(null_idx[f"fixed_{s}"].astype(bool))["any"] for s in FIXED_SEEDS if f"fixed_{s}" in null_idx}
+    alpha = PLAN.alpha
+    holding = [s for s in FIXED_SEEDS if fixed_fwer.get(s, 0.0) <= alpha]  # a design over its level is no match
     # with no power at all (nothing shown by either design) there is nothing to match
-    matched = next((s for s in FIXED_SEEDS if fixed_power[s] >= power), None) if power > 0 else None
+    matched = next((s for s in holding if fixed_power[s] >= power), None) if power > 0 else None
     runs_alt = float(alt.groupby("study")["seeds"].sum().mean())
     runs_null = float(null.groupby("study")["seeds"].sum().mean())
     cells = alt.groupby("study").size().iloc[0]
     same = None if matched is None else compared["noninferior"] == compared[f"fixed_{matched}"]
-    null_idx = null[null["frozen_layers"] != 0].set_index(["study", "train_size", "frozen_layers"])
     summary = {
         "row": "summary", "power_adaptive": power, "power_fixed": fixed_power, "matched_fixed_seeds": matched,
+        "fwer_fixed": fixed_fwer,
         "runs_adaptive": runs_alt, "runs_adaptive_null": runs_null, "cells": int(cells),
         "runs_matched": None if matched is None else int(cells * matched),
         "runs_ratio": None if matched is None else runs_alt / (cells * matched),
         "agreement": None if matched is None else float(same.mean()),
         "study_agreement": None if matched is None else float(same.groupby(compared["study"]).all().mean()),
         "wrong_inferior": float(compared.loc[compared["truth"] > -margin, "inferior"].mean()),
-        "fwer_adaptive": _fwer(null_idx["decision"] == "noninferior"), "fwer_fixed_10": _fwer(null_idx["fixed"]),
+        "fwer_adaptive": _fwer(null_idx["decision"] == "noninferior"),
+        "fwer_fixed_10": _fwer(null_idx["fixed"].astype(bool)),
         "n_studies": n_studies,
     }  # fmt: skip
     return [*rows.to_dict("records"), summary]
@@ -197,11 +223,12 @@ def report(result: dict) -> str:
         "\nper comparison of blog_shaped(): power = share of studies naming it non-inferior, inferior = naming it "
         "inferior, exhausted = stopped open, seeds = mean seeds it got; fixed S = power of the fixed design on S seeds",
     ]
-    header = ["n", "depth", "truth", "power", "inferior", "exhausted", "seeds", *[f"fixed {x}" for x in FIXED_SEEDS]]
+    fixed_seeds = result.get("fixed_seeds", list(FIXED_SEEDS))
+    header = ["n", "depth", "truth", "power", "inferior", "exhausted", "seeds", *[f"fixed {x}" for x in fixed_seeds]]
     lines.append("  ".join(f"{h:>9}" for h in header))
     for r in rows.sort_values(["train_size", "frozen_layers"]).to_dict("records"):
         rates = [f"{r[c]:.3f}" for c in ("power", "inferior", "exhausted")]
-        fixed = [f"{r[f'fixed_{x}']:.3f}" for x in FIXED_SEEDS]
+        fixed = [f"{r[f'fixed_{x}']:.3f}" for x in fixed_seeds]
         values = [r["train_size"], r["frozen_layers"], f"{r['truth']:+.4f}", *rates, f"{r['seeds']:.2f}", *fixed]
         lines.append("  ".join(f"{v:>9}" for v in values))
     fa, ff = s["fwer_adaptive"], s["fwer_fixed_10"]
@@ -212,6 +239,14 @@ def report(result: dict) -> str:
         *_rates("fixed, 10 seeds", ff, n),
         f"\nmean power over the comparisons with truth above -{result['margin']}: adaptive {s['power_adaptive']:.3f}; "
         "fixed " + ", ".join(f"S={k}: {v:.3f}" for k, v in s["power_fixed"].items()),
+        *(
+            [
+                "fixed designs' own familywise error at the null (a match must hold alpha): "
+                + ", ".join(f"S={k}: {v:.3f}" for k, v in s["fwer_fixed"].items())
+            ]
+            if "fwer_fixed" in s
+            else []
+        ),
         f"wrong 'inferior' claims (truth above -{result['margin']}): {s['wrong_inferior']:.4f} of those comparisons",
         f"runs: adaptive {s['runs_adaptive']:.1f} per study ({s['runs_adaptive_null']:.1f} at the null) of "
         f"{s['cells']} cells x {plan['max_seeds']} = {s['cells'] * plan['max_seeds']}",
@@ -221,7 +256,9 @@ def report(result: dict) -> str:
                      "match a fixed design with (the runs ratio is against the fixed design of 10 seeds: "
                      f"{s['runs_adaptive'] / (s['cells'] * plan['max_seeds']):.3f})")  # fmt: skip
     elif s["matched_fixed_seeds"] is None:
-        lines.append("no fixed design up to 10 seeds reaches the adaptive design's power")
+        lines.append(
+            f"no fixed design up to {max(fixed_seeds)} seeds that holds its level reaches the adaptive design's power"
+        )
     else:
         lines.append(
             f"fixed design of the same power: S = {s['matched_fixed_seeds']} ({s['runs_matched']} runs); runs ratio "
@@ -238,10 +275,12 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
     parser.add_argument("--margin", type=float, default=0.01, help="the non-inferiority margin (default 0.01)")
     parser.add_argument("--min-seeds", type=int, default=PLAN.min_seeds, help="seeds at the first look")
+    parser.add_argument("--fixed-seeds", default="2,4,6,8,10", help="the fixed designs' seeds, comma-separated")
     parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
-    compute = lambda: run(args.studies, args.processes, args.margin, args.min_seeds)  # noqa: E731
+    fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
+    compute = lambda: run(args.studies, args.processes, args.margin, args.min_seeds, fixed)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")
