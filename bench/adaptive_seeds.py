@@ -215,7 +215,8 @@ def report(result: dict) -> str:
     n = result["n_studies"]
     plan = result["plan"]
     lines = [
-        f"bench/adaptive_seeds.py: {n} studies of each scenario, blog_shaped() with {plan['max_seeds']} seeds a cell; "
+        f"bench/adaptive_seeds.py: {n} studies of each scenario, blog_shaped() with "
+        f"{result.get('simulated_seeds', plan['max_seeds'])} seeds a cell (the plan stops at {plan['max_seeds']}); "
         f"{result['processes']} process(es), {result['seconds']:.0f} s",
         f"  {result['machine']}",
         f"  plan: margin {plan['margin']}, familywise alpha {plan['alpha']}, looks at {result['looks']} paired seeds, "
