@@ -147,6 +147,13 @@ def _task_line(name: str, data: TaskData, metric: str) -> str:
     )
 
 
+_FUSE_HELP = (
+    "off (default), auto or K: claim up to K runs of a cell that differ only in their seed and train them fused "
+    "(auto: every waiting seed, up to 8 and up to what fits in half of the device's free memory)"
+)
+"""``--fuse`` on ``run`` and ``worker``: one text for both."""
+
+
 class _Run(_Command):
     name = "run"
     help = "run (or resume) a study: every cell of the grid becomes one trial in the study database"
@@ -165,12 +172,7 @@ class _Run(_Command):
         )
         parser.add_argument("--devices", help="comma-separated devices for the workers, e.g. cuda:0,cuda:1")
         parser.add_argument("--extend", action="store_true", help="the spec adds grid values to an existing study")
-        parser.add_argument(
-            "--fuse",
-            default="off",
-            help="off (default), auto or K: claim up to K runs of a cell that differ only in their seed and train "
-            "them fused (auto: every waiting seed, up to 8)",
-        )
+        parser.add_argument("--fuse", default="off", help=_FUSE_HELP)
         parser.add_argument(
             "--adaptive", action="store_true", help="seeds in rounds until each depth is decided (needs [adaptive])"
         )
@@ -251,12 +253,7 @@ class _Worker(_Command):
         parser.add_argument("--artifacts", help="folder for per-example predictions (default: the study's)")
         parser.add_argument("--max-trials", type=int, help="stop after this many trials")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-        parser.add_argument(
-            "--fuse",
-            default="off",
-            help="off (default), auto or K: claim up to K runs of a cell that differ only in their seed and train "
-            "them fused (auto: every waiting seed, up to 8)",
-        )
+        parser.add_argument("--fuse", default="off", help=_FUSE_HELP)
 
     def take_action(self, args: argparse.Namespace) -> int:
         from freezestats.runner import work_study
