@@ -42,6 +42,7 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats.items.partial_pairs import partially_paired_contrast
 from freezestats.stats.items.task_two_part import FailureParts, FailureRates, failure_parts, with_failure_part
 from freezestats.stats.items.uncertainty import PAIR_KEYS, item_variance, run_pseudo_values
 
@@ -232,28 +233,77 @@ def _contrast(
     population: Population,
     confidence: float,
 ) -> dict:
-    """One contrast (``cell`` is size, depth, reference): the healthy pairs' plus the failure part where the task
-    has failed runs (the depth whole where its runs mostly failed), else all the pairs (``method``, :data:`METHODS`)."""
+    """One contrast (``cell`` is size, depth, reference): the healthy runs' plus the failure part where the task
+    has failed runs (the depth whole where its runs mostly failed), else all the pairs (``method``, :data:`METHODS`).
+
+    The healthy part compares each cell's own healthy runs, paired by seed where both of a seed's runs are healthy
+    (:mod:`~freezestats.stats.items.partial_pairs`): the pairs where both are healthy alone are a selection that
+    biases the contrast when the flag follows the seed's skill."""
     size, depth, _ = cell
-    method, use = "paired", pairs
+    method, keep, keep_ref = "paired", pairs["trial"] > -1, pairs["trial"] > -1
     if parts is not None:
-        both, reference_healthy = pairs[~(pairs["failed"] | pairs["failed_ref"])], pairs[~pairs["failed_ref"]]
-        method, use = "all runs", pairs
-        if len(_units(both)) >= 2:
-            method, use = "two-part", both
-        elif len(_units(reference_healthy)) >= 2:
-            method, use = "two-part, depth whole", reference_healthy
-    units = _units(use).to_numpy()
-    if population == "task":
-        out = crossed_contrast(_item_differences(use, phi, size, depth), per_seed=units)
+        method = "all runs"
+        if _units(pairs[~pairs["failed"]]).size >= 2 and _units(pairs[~pairs["failed_ref"]]).size >= 2:
+            method, keep, keep_ref = "two-part", ~pairs["failed"], ~pairs["failed_ref"]
+        elif _units(pairs[~pairs["failed_ref"]]).size >= 2:
+            method, keep_ref = "two-part, depth whole", ~pairs["failed_ref"]
+    if keep.equals(keep_ref):
+        use = pairs[keep]
+        units = _units(use).to_numpy()
+        if population == "task":
+            out = crossed_contrast(_item_differences(use, phi, size, depth), per_seed=units)
+        else:
+            out = _seed_only(units)
+        out["n_pairs"] = len(use)
     else:
-        out = _seed_only(units)
-    out["n_pairs"] = len(use)
+        out = _partial_contrast(pairs, keep.to_numpy(), keep_ref.to_numpy(), phi if population == "task" else None)
     if method != "all runs" and parts is not None:
         whole = method == "two-part, depth whole"
         return {**with_failure_part(out, parts, cell, confidence, whole_depth=whole), "method": method}
     return {**out, "se_lower": out["se"], "df_lower": out["df"], "se_upper": out["se"], "df_upper": out["df"],
             "p_fail": 0.0, "p_fail_reference": 0.0, "method": method}  # fmt: skip
+
+
+def _partial_contrast(
+    pairs: pd.DataFrame, keep: np.ndarray, keep_ref: np.ndarray, phi: dict[int, pd.Series] | None
+) -> dict:
+    """The depth's kept runs against the reference's kept runs, each cell's own, paired where a unit keeps both
+    (:func:`~freezestats.stats.items.partial_pairs.partially_paired_contrast`). The unit is the seed, or the
+    subset draw with several draws (its runs' mean)."""
+    unit = pairs["draw"].to_numpy() if pairs["draw"].nunique() > 1 else np.arange(len(pairs))
+    sides = [(unit[keep], pairs.loc[keep, "trial"], pairs.loc[keep, "value"]),
+             (unit[keep_ref], pairs.loc[keep_ref, "trial_ref"], pairs.loc[keep_ref, "value_ref"])]  # fmt: skip
+    tables, values, keys = [], [], []
+    for units, trials, scores in sides:
+        frame = pd.DataFrame({"unit": units, "trial": trials.to_numpy(), "value": scores.to_numpy()})
+        means = frame.groupby("unit", sort=True)["value"].mean()
+        keys.append(list(means.index))
+        values.append(means.to_numpy())
+        if phi is not None:
+            tables.append(frame.groupby("unit", sort=True)["trial"].agg(list))
+    position = {u: j for j, u in enumerate(keys[1])}
+    shared = [(i, position[u]) for i, u in enumerate(keys[0]) if u in position]
+    items = _unit_items(tables, phi) if phi is not None else (None, None)
+    out = partially_paired_contrast(values[0], values[1], shared, *items)
+    out["n_pairs"] = len(shared)
+    return out
+
+
+def _unit_items(tables: list[pd.Series], phi: dict[int, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
+    """Each side's units x items table of pseudo-values (a unit's runs averaged), on the items every run scored."""
+    trials = [t for side in tables for runs in side for t in runs]
+    missing = [t for t in trials if t not in phi]
+    if missing:
+        raise ModelFitError(
+            f"{len(missing)} runs ({missing[:3]}...) have no stored predictions, so the items' part of the "
+            "task-level interval cannot be estimated."
+        )
+    common = phi[trials[0]].index
+    for t in trials[1:]:
+        common = common.intersection(phi[t].index)
+    return tuple(
+        np.vstack([np.mean([phi[t].loc[common].to_numpy() for t in runs], axis=0) for runs in side]) for side in tables
+    )
 
 
 def _units(pairs: pd.DataFrame) -> pd.Series:
@@ -277,6 +327,8 @@ def _pairs(at_size: pd.DataFrame, depth: int, reference: int, response: str) -> 
             "trial_ref": ref["trial"].astype(int).to_numpy(),
             "draw": draws,
             "difference": level[response].astype(float).to_numpy() - ref[response].astype(float).to_numpy(),
+            "value": level[response].astype(float).to_numpy(),
+            "value_ref": ref[response].astype(float).to_numpy(),
             "failed": _flags(level),
             "failed_ref": _flags(ref),
         }
