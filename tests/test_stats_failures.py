@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import binom, binomtest, chi2, norm
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.failures.firth import _firth, _firth_hessian, _firth_point
+from freezestats.stats.failures.firth import _firth_hessian, _firth_point, fit_firth
 from freezestats.stats.failures.rates import failure_model, failure_rates, failure_summary, flag_failures
 
 SIZES = (50, 100, 200, 500, 1000)
@@ -298,7 +298,7 @@ def test_firth_two_by_two_table_equals_the_haldane_correction() -> None:
     for events_0, events_1 in ((3, 12), (0, 12), (0, 20)):
         x = np.column_stack([np.ones(40), np.r_[np.zeros(20), np.ones(20)]])
         y = np.r_[np.ones(events_0), np.zeros(20 - events_0), np.ones(events_1), np.zeros(20 - events_1)]
-        fit = _firth(x, y)
+        fit = fit_firth(x, y)
         assert fit.converged
         a, b = events_0 + 0.5, 20 - events_0 + 0.5
         c, d = events_1 + 0.5, 20 - events_1 + 0.5
@@ -307,7 +307,7 @@ def test_firth_two_by_two_table_equals_the_haldane_correction() -> None:
 
 def test_firth_intercept_only_is_the_add_a_half_proportion() -> None:
     y = np.r_[np.ones(2), np.zeros(23)]
-    fit = _firth(np.ones((25, 1)), y)
+    fit = fit_firth(np.ones((25, 1)), y)
     assert 1 / (1 + math.exp(-fit.beta[0])) == pytest.approx(2.5 / 26, abs=1e-10)
 
 
@@ -315,7 +315,7 @@ def test_firth_intercept_only_is_the_add_a_half_proportion() -> None:
 def test_firth_solves_its_estimating_equations_and_has_consistent_derivatives(separated: bool) -> None:
     table = _runs({(size, k): [k == 12] * 5 for size in SIZES for k in DEPTHS}) if separated else _simulated()
     x, y = _design(table), table["failed"].to_numpy(float)
-    fit = _firth(x, y)
+    fit = fit_firth(x, y)
     assert fit.converged and np.all(np.isfinite(fit.beta))
     assert np.max(np.abs(_modified_score(x, y, fit.beta))) < 1e-7
     # The modified score is the gradient of the penalised log-likelihood, and the Hessian its derivative.
@@ -343,7 +343,7 @@ def test_firth_equals_maximum_likelihood_without_separation_and_many_runs() -> N
     x = np.column_stack([np.ones(n), rng.normal(size=n), rng.random(n), rng.normal(size=n) * rng.random(n)])
     y = (rng.random(n) < 1 / (1 + np.exp(-(x @ np.array([-1.0, -0.8, 2.0, 0.5]))))).astype(float)
     beta_ml, _ = _irls(x, y)
-    assert _firth(x, y).beta == pytest.approx(beta_ml, abs=1e-2)
+    assert fit_firth(x, y).beta == pytest.approx(beta_ml, abs=1e-2)
 
 
 def test_failure_model_firth_is_finite_under_separation_with_profile_intervals() -> None:
@@ -357,13 +357,13 @@ def test_failure_model_firth_is_finite_under_separation_with_profile_intervals()
     # The interval bounds are where the profile penalised likelihood has dropped by chi2(1, 0.95) / 2, and the
     # p value is the penalised likelihood-ratio test of the coefficient = 0.
     x, y = _design(table), table["failed"].to_numpy(float)
-    fit = _firth(x, y)
+    fit = fit_firth(x, y)
     crit = chi2.ppf(0.95, 1)
     for j, term in enumerate(out.index):
         for bound in ("ci_low", "ci_high"):
-            profile = _firth(x, y, fixed={j: out.loc[term, bound]}, start=fit.beta).penalised_loglik
+            profile = fit_firth(x, y, fixed={j: out.loc[term, bound]}, start=fit.beta).penalised_loglik
             assert 2 * (fit.penalised_loglik - profile) == pytest.approx(crit, abs=1e-4)
-        at_zero = _firth(x, y, fixed={j: 0.0}, start=fit.beta).penalised_loglik
+        at_zero = fit_firth(x, y, fixed={j: 0.0}, start=fit.beta).penalised_loglik
         assert out.loc[term, "p_val"] == pytest.approx(chi2.sf(2 * (fit.penalised_loglik - at_zero), 1), rel=1e-6)
     assert out["estimate"].to_numpy() == pytest.approx(fit.beta)
     assert out["se"].to_numpy() == pytest.approx(np.sqrt(np.diag(fit.cov)))

@@ -12,7 +12,7 @@ import pytest
 from scipy import special
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.failures.firth import _firth
+from freezestats.stats.failures.firth import fit_firth
 from freezestats.stats.failures.slope_rates import SlopeRates, slope_failure_probabilities, slope_failure_sides
 from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.items.task_two_part import failure_parts
@@ -43,7 +43,7 @@ def test_the_per_depth_fit_is_the_joint_depth_by_size_interaction_fit() -> None:
     rates = slope_failure_probabilities(runs, failed, monotone=False)
     s = np.log2(runs["train_size"].to_numpy(float))
     d = (runs["frozen_layers"] == 4).to_numpy(float)
-    joint = _firth(np.column_stack([np.ones_like(s), d, s, d * s]), failed.astype(float))
+    joint = fit_firth(np.column_stack([np.ones_like(s), d, s, d * s]), failed.astype(float))
     for depth, size in counts:
         eta = joint.beta @ [1.0, float(depth == 4), np.log2(size), float(depth == 4) * np.log2(size)]
         assert rates.p[(depth, size)] == pytest.approx(special.expit(eta), rel=1e-6)

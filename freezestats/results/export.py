@@ -109,7 +109,7 @@ def _row(study_name: str, trial: FrozenTrial, attrs: dict[str, Any]) -> dict[str
     }
     row["fail_reason"] = trial.user_attrs.get("fail_reason")  # the trial's, also for each task of a group
     for column in RESULT_COLUMNS:
-        if column not in row:
+        if column not in row and column not in _TRIAL_ATTRS:
             row[column] = attrs.get(column)
     for column in _TRIAL_ATTRS:  # set on the trial itself, also for each task of a group's trial
         row[column] = trial.user_attrs.get(column)

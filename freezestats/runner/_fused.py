@@ -26,7 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 from freezestats.encoder.backbone import load_tokenizer
 from freezestats.exceptions import SpecError, TrialFailed
 from freezestats.runner._prepare import encoded_splits
-from freezestats.runner._trial import _task_record
+from freezestats.runner._trial import task_record
 from freezestats.spec.pairs import CROSS
 from freezestats.study.cells import Cell, CellRole
 from freezestats.study.queue import INTERRUPTED, cell_from_trial, duplicate_claim, is_enqueued_cell, requeue
@@ -172,7 +172,7 @@ def _train_and_tell(runner: _Runner, trials: list[optuna.Trial]) -> None:
                 _fail(runner, trial, outcome)
             else:
                 trial.set_user_attr("fusion", outcome.extra.get("fusion", "alone"))
-                record = _task_record(
+                record = task_record(
                     runner.prepared, cell, cell.task, outcome, train, validation, trial, runner.artifact_store
                 )
                 set_user_attrs(trial, record.attrs())

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from freezestats.training._encoding import EncodedSplit
     from freezestats.training._outcome import RunOutcome
 
-__all__ = ["run_cell"]
+__all__ = ["run_cell", "task_record"]
 
 
 def run_cell(
@@ -69,7 +69,7 @@ def run_cell(
     metric = spec.metric_for(cell.task)
     with interruptible():
         outcome = _train_single(prepared, cell, train, validation, metric, on_step, prefix_cache)
-    return _task_record(prepared, cell, cell.task, outcome, train, validation, trial, artifact_store)
+    return task_record(prepared, cell, cell.task, outcome, train, validation, trial, artifact_store)
 
 
 def _train_single(
@@ -144,7 +144,7 @@ def _run_group_cell(
             pair_encoding=cell.pair_encoding,
         )
     records = {
-        m.task.name: _task_record(
+        m.task.name: task_record(
             prepared, cell, m.task.name, outcomes[m.task.name], m.train, m.validation, trial, artifact_store
         )
         for m in members
@@ -152,7 +152,7 @@ def _run_group_cell(
     return GroupTrialRecord(group.name, records)
 
 
-def _task_record(
+def task_record(
     prepared: PreparedStudy,
     cell: Cell,
     task_name: str,

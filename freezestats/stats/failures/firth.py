@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
-__all__ = ["FIRTH_MAX_ITER", "firth_table"]
+__all__ = ["FIRTH_MAX_ITER", "FirthFit", "firth_table", "fit_firth", "profile_interval"]
 
 FIRTH_MAX_ITER = 100
 _FIRTH_MAX_STEP = 5.0  # logistf's maxstep
@@ -28,17 +28,17 @@ _PROFILE_EXPANSIONS = 30
 
 def firth_table(design: np.ndarray, y: np.ndarray, level: float, notes: list[str]) -> pd.DataFrame:
     """Firth fit with profile penalised-likelihood intervals and likelihood-ratio p values."""
-    fit = _firth(design, y)
+    fit = fit_firth(design, y)
     if not fit.converged:
         notes.append(f"Firth's iteration did not converge in {FIRTH_MAX_ITER} steps")
     se = np.sqrt(np.diag(fit.cov))
     crit = float(stats.chi2.ppf(level, 1))
     low, high, p_val = [], [], []
     for j in range(design.shape[1]):
-        lo, hi = _profile_interval(design, y, fit, j, crit)
+        lo, hi = profile_interval(design, y, fit, j, crit)
         low.append(lo)
         high.append(hi)
-        at_zero = _firth(design, y, fixed={j: 0.0}, start=fit.beta).penalised_loglik
+        at_zero = fit_firth(design, y, fixed={j: 0.0}, start=fit.beta).penalised_loglik
         p_val.append(float(stats.chi2.sf(max(2.0 * (fit.penalised_loglik - at_zero), 0.0), 1)))
     return pd.DataFrame(
         {"estimate": fit.beta, "se": se, "ci_low": low, "ci_high": high, "z": fit.beta / se, "p_val": p_val}
@@ -46,7 +46,7 @@ def firth_table(design: np.ndarray, y: np.ndarray, level: float, notes: list[str
 
 
 @dataclass(frozen=True)
-class _FirthFit:
+class FirthFit:
     beta: np.ndarray
     cov: np.ndarray  # inverse Fisher information I(beta)^{-1}
     penalised_loglik: float
@@ -108,9 +108,9 @@ def _firth_hessian(x: np.ndarray, point: _Point) -> np.ndarray:
     return -point.information + 0.5 * second
 
 
-def _firth(
+def fit_firth(
     x: np.ndarray, y: np.ndarray, *, fixed: dict[int, float] | None = None, start: np.ndarray | None = None
-) -> _FirthFit:
+) -> FirthFit:
     r"""Maximise Firth's penalised log-likelihood over the coefficients not in ``fixed``.
 
     Each iteration takes a Newton step on :math:`\ell^*` (exact Hessian, :func:`_firth_hessian`) where that Hessian
@@ -142,7 +142,7 @@ def _firth(
             candidate = _firth_point(x, y, point.beta + step)
         point = candidate
         converged = np.max(np.abs(step)) < _FIRTH_XTOL and np.max(np.abs(point.score[free])) < _FIRTH_GTOL
-    return _FirthFit(point.beta, point.inverse, point.penalised, point.score, iterations, converged)
+    return FirthFit(point.beta, point.inverse, point.penalised, point.score, iterations, converged)
 
 
 def _ascent_direction(x: np.ndarray, point: _Point, free: np.ndarray) -> np.ndarray:
@@ -157,13 +157,13 @@ def _ascent_direction(x: np.ndarray, point: _Point, free: np.ndarray) -> np.ndar
         return np.linalg.lstsq(point.information[np.ix_(free, free)], point.score[free], rcond=None)[0]
 
 
-def _profile_interval(x: np.ndarray, y: np.ndarray, fit: _FirthFit, j: int, crit: float) -> tuple[float, float]:
+def profile_interval(x: np.ndarray, y: np.ndarray, fit: FirthFit, j: int, crit: float) -> tuple[float, float]:
     """Where the profile penalised log-likelihood of coefficient ``j`` has dropped by ``crit / 2``, on each side."""
     best = fit.penalised_loglik
     se = float(np.sqrt(fit.cov[j, j]))
 
     def excess(value: float) -> float:
-        profile = _firth(x, y, fixed={j: value}, start=fit.beta).penalised_loglik
+        profile = fit_firth(x, y, fixed={j: value}, start=fit.beta).penalised_loglik
         return 2.0 * (best - profile) - crit
 
     bounds = []

@@ -71,7 +71,7 @@ import pandas as pd
 from scipy import special, stats
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.failures.firth import _firth, _profile_interval
+from freezestats.stats.failures.firth import fit_firth, profile_interval
 
 __all__ = ["INTERVALS", "SlopeRates", "slope_failure_probabilities"]
 
@@ -169,15 +169,15 @@ def _depth_rates(
     for size in grid:
         # centred at this size, the intercept is the cell's linear predictor: its profile is one coefficient's
         x = np.column_stack([np.ones(len(y)), np.log2(sizes) - np.log2(size)]) if slope else np.ones((len(y), 1))
-        fit = _firth(x, y)
+        fit = fit_firth(x, y)
         if monotone and slope and fit.beta[1] > 0:
             slope, x = False, np.ones((len(y), 1))
-            fit = _firth(x, y)
+            fit = fit_firth(x, y)
         if not fit.converged:
             raise ModelFitError(f"Firth's fit of the failure rates did not converge at train_size={int(size)}.")
         se = float(np.sqrt(fit.cov[0, 0]))
         if interval == "profile":
-            low, high = _profile_interval(x, y, fit, 0, crit)
+            low, high = profile_interval(x, y, fit, 0, crit)
         else:
             low, high = fit.beta[0] - z * se, fit.beta[0] + z * se
         row = np.zeros(x.shape[1])

@@ -57,7 +57,7 @@ import pandas as pd
 from scipy import special, stats
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.failures.firth import _firth
+from freezestats.stats.failures.firth import fit_firth
 from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
 from freezestats.stats.inference.emm import _design_rows
 from freezestats.stats.models.mixed import fit_mixed
@@ -213,7 +213,7 @@ def _failure_probabilities(runs: pd.DataFrame, failed: np.ndarray) -> tuple[dict
     log_size = np.log2(runs["train_size"].to_numpy(dtype=float))
     slope = pd.get_dummies(runs["frozen_layers"].astype(str), dtype=float).to_numpy()[:, 1:]
     x = np.column_stack([np.ones(len(runs)), design.to_numpy(), slope * (log_size - log_size.mean())[:, None]])
-    fit = _firth(x, failed.astype(float))
+    fit = fit_firth(x, failed.astype(float))
     p_fail, rows = {}, {}
     for position in np.flatnonzero(~runs.duplicated(["frozen_layers", "train_size"]).to_numpy()):
         xi = x[position]  # the design row of the cell's first run (every run of a cell has the same row)
