@@ -101,3 +101,55 @@ def test_levels_borrow_strength_and_a_failing_level_stands_out() -> None:
     assert p[(6, 200)] > 2 * max(p[(0, 200)], p[(2, 200)], p[(4, 200)])
     assert 0.0 < p[(0, 1000)] < p[(6, 1000)]
     assert grad[(0, 1000)] is not None
+
+
+def _pair_fit(reference: dict):
+    """The pair's model as the task-level contrast fits it: the two levels' SD given, sizes' and cells' estimated."""
+    table = _fixture()
+    table = table[table["frozen_layers"].isin(reference["levels"])].reset_index(drop=True)
+    parts = {"cell": table["cell"], "level": table["frozen_layers"], "size": table["train_size"]}
+    codes = {name: pd.factorize(values) for name, values in parts.items()}
+    terms = [RandomTerm(name, c, np.zeros(len(levels), dtype=int), (name,)) for name, (c, levels) in codes.items()]
+    y = table["failed"].to_numpy()
+    fit = fit_binomial_laplace(
+        y, np.ones_like(y), np.ones((len(y), 1)), terms, given_sd={"level": reference["level_sd"]}
+    )
+    return fit, {name: [str(v) for v in levels] for name, (_, levels) in codes.items()}
+
+
+def _compare_pair(reference: dict) -> None:
+    fit, names = _pair_fit(reference)
+    assert fit.sd[1] == reference["level_sd"]  # held, not estimated
+    np.testing.assert_allclose(fit.beta, np.atleast_1d(reference["beta"]), atol=1e-4)
+    np.testing.assert_allclose(fit.sd, [reference["sd"][k] for k in ("cell", "level", "size")], atol=1e-4)
+    expected = [reference[f"modes_{name}"][v] for name in ("cell", "level", "size") for v in names[name]]
+    np.testing.assert_allclose(fit.modes, expected, atol=1e-4)
+    assert fit.deviance == pytest.approx(reference["deviance"], abs=1e-5)
+
+
+def test_the_pair_model_with_a_given_level_sd_matches_glmmtmb() -> None:
+    _compare_pair(json.loads((DATA / "failure_glmm_pair_reference.json").read_text()))
+
+
+def test_the_pair_model_matches_glmmtmb_run_now_where_r_is(tmp_path: Path) -> None:
+    script, fixture, committed = (
+        "failure_glmm_pair_reference.R",
+        "failure_glmm_fixture.csv",
+        "failure_glmm_pair_reference.json",
+    )
+    _compare_pair(r_reference(script, fixture, committed, ("glmmTMB", "jsonlite"), tmp_path))
+
+
+def test_two_levels_keep_their_own_rates_with_the_given_sd() -> None:
+    """Estimated from two levels, the level SD collapses and the depth's rate is pulled to the reference's; given
+    (2.5), the depth that fails in 6 of 25 runs keeps a rate well above the reference's 1 of 25, at every size."""
+    rows = [{"frozen_layers": level, "train_size": size, "seed": seed} for level in (0, 4)
+            for size in (50, 100, 200, 500, 1000) for seed in range(5)]  # fmt: skip
+    runs = pd.DataFrame(rows)
+    failed = np.zeros(len(runs), dtype=bool)
+    failed[[25, 26, 30, 31, 35, 0]] = True  # depth 4: 2 at n=50, 2 at 100, 1 at 200 and 1 more at 100; ref: 1 at 50
+    failed[32] = True
+    given, _ = pooled_failure_probabilities(runs, failed, level_sd=2.5)
+    estimated, _ = pooled_failure_probabilities(runs, failed)
+    assert all(given[(4, n)] > 2 * given[(0, n)] for n in (50, 100, 200, 500, 1000))
+    assert given[(4, 100)] - given[(0, 100)] > estimated[(4, 100)] - estimated[(0, 100)]

@@ -224,9 +224,9 @@ def test_sd_stuck_at_zero_on_a_saddle_is_freed() -> None:
     layout, _ = laplace._layout(terms, len(table))
     problem = laplace._LaplaceProblem(k, n, matrix, layout)
     stuck = np.concatenate([[0.0, 0.39], laplace._glm_start(k, n, matrix)])  # seed SD 0; glmer has 0.197
-    result = laplace._minimise(problem, stuck, 1e-6)
+    result = laplace._minimise(problem, stuck, 1e-6, np.full(2, np.nan))  # no SD given
     assert result.x[0] == 0.0  # L-BFGS-B alone does not move
-    params, *_, hessian, _ = laplace._newton_polish(problem, result.x, 1e-6)
+    params, *_, hessian, _ = laplace._newton_polish(problem, result.x, 1e-6, np.zeros(2, dtype=bool))
     start = laplace._escape_from_zero(problem, params, hessian)
     assert start is not None and start[0] > 0
 

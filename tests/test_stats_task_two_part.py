@@ -17,6 +17,7 @@ from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.partial_pairs import partially_paired_contrast
 from freezestats.stats.items.task_level import crossed_contrast, task_level_contrasts
+from freezestats.stats.items.task_two_part import PAIR_LEVEL_SD
 from freezestats.stats.items.uncertainty import run_pseudo_values
 from freezestats.stats.simulation.realistic import blog_shaped, realistic_task, simulate_realistic
 
@@ -36,9 +37,10 @@ def _contrasts(runs: pd.DataFrame, items: pd.DataFrame | None, population: str =
 
 
 def _rates(runs: pd.DataFrame, depth: int) -> dict:
-    """P(fail) per cell from the pooled GLMM of ``depth``'s and the reference's runs (every size)."""
+    """P(fail) per cell from the pooled GLMM of ``depth``'s and the reference's runs (every size), the two levels'
+    SD given."""
     own = runs[runs["frozen_layers"].isin([0, depth])]
-    return pooled_failure_probabilities(own, own["failed"].to_numpy())[0]
+    return pooled_failure_probabilities(own, own["failed"].to_numpy(), level_sd=PAIR_LEVEL_SD)[0]
 
 
 def test_without_failed_runs_every_contrast_is_paired_and_symmetric() -> None:
@@ -100,7 +102,8 @@ def test_the_estimate_is_the_healthy_runs_plus_the_failure_part() -> None:
 
 def test_a_reference_that_showed_no_failure_still_carries_its_failure_rate() -> None:
     """Five healthy reference runs do not show that its rate is 0: the pooled rate is above 0, and the contrast's
-    interval is wider than its healthy pairs' alone (the seed x item part)."""
+    upper side (a higher reference rate raises the contrast) is wider than its healthy part's, weighted by the
+    share of the score the healthy part carries."""
     runs, items = _study()
     table = _contrasts(runs, items)
     clean = runs.groupby("train_size").apply(lambda at: not at.loc[at["frozen_layers"] == 0, "failed"].any())
@@ -108,7 +111,8 @@ def test_a_reference_that_showed_no_failure_still_carries_its_failure_rate() -> 
     assert len(sizes) > 0
     rows = table[table.index.get_level_values("train_size").isin(sizes) & (table["method"] == "two-part")]
     assert len(rows) and (rows["p_fail_reference"] > 0).all()
-    assert (rows["se_lower"] > np.hypot(rows["se_seed"], rows["se_item"])).all()
+    weight = 1 - (rows["p_fail"] + rows["p_fail_reference"]) / 2
+    assert (rows["se_upper"] > weight * np.hypot(rows["se_seed"], rows["se_item"])).all()
 
 
 def test_a_depth_whose_runs_all_failed_enters_whole_against_the_healthy_reference() -> None:

@@ -26,6 +26,20 @@ the reference cell's rate at n = 1000 to half its true value in scenario b of ``
 coverage of frozen 12 vs 0 there to 0.76. Cells where every run failed stay in the fit (leaving them out biased
 the same way); their P comes out high but below 1.
 
+Two levels
+----------
+The task-level contrast fits this model to one depth's and the reference's runs only
+(:mod:`freezestats.stats.items.task_two_part`), so ``level`` has two levels, and two values cannot estimate an
+SD: it often comes out near zero, and the depth's rate is then pulled to the reference's. That pooling biases
+exactly the difference the contrast needs. On the realistic simulator at 100 examples (5 seeds, 40 null
+studies) the deep depths' contrasts came out 0.4-1.1 points too favourable
+(``bench/results/task_level_bias_estimated_sd.txt``; with the SD given: ``task_level_bias.txt``). The pair's
+fit therefore gives the level SD instead of estimating it: 2.5 on the logit, a weakly informative normal prior
+on each level's effect (the scale Gelman et al. 2008 propose for logistic coefficients), which lets the data
+set the depth's difference from the reference and still keeps a depth that never failed (separation) at a
+finite rate. Sizes and cells keep estimated SDs. ``tests/data/failure_glmm_pair_reference.R`` checks this fit
+against glmmTMB with the SD mapped.
+
 A cell's P is ``expit(beta_0 + u_level + u_size + u_cell)`` at the conditional modes; the uncertainty of that
 linear predictor comes from Henderson's mixed-model equations at the optimum,
 ``C = [[X'WX, X'WZ], [Z'WX, Z'WZ + G^{-1}]]^{-1}``: the error covariance of ``(beta_hat, u_hat - u)`` given the
@@ -50,11 +64,14 @@ _ZERO_SD = 1e-4  # lme4's isSingular tolerance, as laplace.py reports boundary S
 
 
 def pooled_failure_probabilities(
-    runs: pd.DataFrame, failed: np.ndarray
+    runs: pd.DataFrame, failed: np.ndarray, level_sd: float | None = None
 ) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None]]:
     """P(fail) per (level, size), and per cell ``(row, Cov(theta))``: the cell's linear predictor is ``row @ theta``
     over the joint vector of fixed effects and random effects, with ``Cov(theta)`` its error covariance
     (``None`` where P is 0 or 1 by the rule above: no variance).
+
+    ``level_sd``: the levels' SD, given instead of estimated (see "Two levels" in the module docstring); None
+    estimates it.
 
     Raises :class:`ModelFitError` when the GLMM cannot be fitted (the caller may fall back to another model).
     """
@@ -81,7 +98,8 @@ def pooled_failure_probabilities(
     ]
     y = failed.astype(int)
     try:
-        fit = fit_binomial_laplace(y, np.ones_like(y), x, terms)
+        given = {"level": level_sd} if level_sd is not None and any(t.name == "level" for t in terms) else None
+        fit = fit_binomial_laplace(y, np.ones_like(y), x, terms, given_sd=given)
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model could not be fitted ({err})") from None
     # Z and G^-1 of the components that are not at zero; a zero SD fixes its effects at 0 with no error

@@ -8,9 +8,10 @@ whenever a run's flag depends on its seed's skill and the two depths' skills mov
 binomial flag does depend on the skill (a healthy run that scores near the majority rate is flagged), and
 depths near the reference move with it (correlation 0.99 on the realistic simulator). At 50 examples, where 80-100%
 of the runs are flagged, keeping only the depth's runs whose reference partner is healthy picked the seeds where
-both did well and biased depth -1's contrast by +1.6 points with 20 seeds, its interval covering the truth 58% of
-the time (``bench/results/task_level_bias_n50.txt``). Each cell's own mean is unbiased whatever the flag; the
-pairing only lowers the variance, so it enters the variance and not the estimate.
+both did well and biased depth -1's contrast by +1.6 points with 20 seeds (MC SE 0.7;
+``bench/results/task_level_bias_n50_before.txt``; after: ``task_level_bias.txt``). Each cell's own mean
+is unbiased whatever the flag; the pairing only lowers the variance, so it enters the variance and not the
+estimate.
 
 With :math:`A` and :math:`B` the two cells' units (seeds, or subset draws), :math:`n_{ab}` of them shared, and the
 crossed layout :math:`\phi_{c,s,i} = \mu_c + u_{cs} + w_{ci} + e_{csi}` per cell, the estimate is

@@ -82,7 +82,7 @@ TASK_CONTRAST_COLUMNS = [
     "method",
 ]
 
-#: How a contrast was estimated, in ``method``: no run of the task failed; the healthy pairs plus the failure
+#: How a contrast was estimated, in ``method``: no run of the task failed; the healthy runs plus the failure
 #: part (:mod:`freezestats.stats.items.task_two_part`); the depth's runs whole against the healthy reference
 #: runs, plus the reference's failure part; or, with fewer than two healthy reference runs, all the pairs.
 METHODS = ("paired", "two-part", "two-part, depth whole", "all runs")

@@ -16,21 +16,26 @@ with :math:`h` a cell's healthy mean, :math:`b` its failed runs' mean (the size'
 :math:`p` its failure probability. The decomposition holds for any rule that splits runs into healthy and failed,
 so it is exact for the analysis's own flags (the binomial rule against the majority rate).
 
-* **The healthy difference** :math:`h_k - h_0` is the crossed seed x item contrast of the *pairs where both
-  runs are healthy*: paired by seed and by item, from the two cells alone, as without failures. Its variance
-  is weighted by :math:`(1 - \bar p)^2`, the share of the score the healthy part carries.
+* **The healthy difference** :math:`h_k - h_0` is the difference of the two cells' own healthy means, paired
+  by item, and by seed where both of a seed's runs are healthy
+  (:mod:`~freezestats.stats.items.partial_pairs`). Not the mean over the pairs where both runs are healthy:
+  that is a selection of seeds when the flag follows the seed's skill (a healthy run near the majority rate is
+  flagged), and it biased depth -1 at 50 examples by +1.6 points with 20 seeds. Its variance is weighted by
+  :math:`(1 - \bar p)^2`, the share of the score the healthy part carries.
 * **The failure part** takes :math:`p` from the binomial GLMM that pools sizes and cells
   (:func:`~freezestats.stats.failures.pooled_rates.pooled_failure_probabilities`, fitted on the depth's and the
   reference's runs at every size: 5 runs cannot show a rate of 10%, so a cell's rate is estimated with its
-  depth's other sizes and the reference's help, never with other depths'), and its interval from
+  depth's other sizes' help, never with other depths'). The two levels' SD is given (:data:`PAIR_LEVEL_SD`), not
+  estimated: estimated from two levels it often came out near zero and pulled the depth's rate to the
+  reference's, which made deep depths at 100 examples look 0.4-1.1 points better than they are. Its interval from
   :func:`~freezestats.stats.failures.two_part.failure_sides` (Wilson at the effective number of runs, MOVER
   over the two terms): not symmetric, since a rate near 0 has room above it and none below.
 
 The pooling is in the failure rates only, over the two depths' sizes, never over other depths: a depth's contrast is
-the same whichever other depths the study ran. A depth with fewer than two healthy pairs (most of its runs failed,
-or flagged as failed because it scores at the majority rate) enters whole against the reference's healthy runs, with
-the reference's failure part only; with fewer than two healthy reference runs the contrast is the crossed contrast
-of all its pairs, as before. ``method`` says which.
+the same whichever other depths the study ran. A depth with fewer than two healthy runs (most of its runs failed,
+or flagged as failed because it scores at the majority rate) enters whole (all its runs) against the reference's
+healthy runs, with the reference's failure part only; with fewer than two healthy reference runs the contrast is the
+crossed contrast of all its pairs, as before. ``method`` says which.
 """
 
 from __future__ import annotations
@@ -56,12 +61,15 @@ FailureRates = Literal["pooled", "slope"]
 #: depth x log2-size logistic fit of the pair (:mod:`~freezestats.stats.failures.slope_rates`, profile intervals,
 #: MOVER).
 FAILURE_RATES: tuple[str, ...] = ("pooled", "slope")
+#: The SD of the depth's and the reference's effects in the pair's pooled failure model, given, not estimated: two
+#: levels cannot estimate it (:mod:`~freezestats.stats.failures.pooled_rates`, "Two levels").
+PAIR_LEVEL_SD = 2.5
 
 
 @dataclass(frozen=True)
 class FailureParts:
     """Per cell of one task: P(fail) with its linear-predictor row, the failed runs' mean (with its variance and
-    df) and the healthy runs' mean; what :func:`with_failure_part` needs beside the healthy pairs."""
+    df) and the healthy runs' mean; what :func:`with_failure_part` needs beside the healthy contrast."""
 
     p: dict[Cell, float]
     p_rows: dict[Cell, tuple[np.ndarray, np.ndarray] | None]
@@ -77,7 +85,7 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
         return rates.p, rates.rows, rates.bounds
     if failure_rates != "pooled":
         raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
-    return (*pooled_failure_probabilities(runs, failed), None)
+    return (*pooled_failure_probabilities(runs, failed, level_sd=PAIR_LEVEL_SD), None)
 
 
 def failure_parts(runs: pd.DataFrame, response: str, failure_rates: FailureRates = "pooled") -> FailureParts | None:
@@ -121,17 +129,17 @@ def with_failure_part(
     confidence: float,
     whole_depth: bool = False,
 ) -> dict[str, float]:
-    """The contrast of ``depth`` with ``reference`` at ``size``: the healthy pairs' contrast (``estimate, se,
+    """The contrast of ``depth`` with ``reference`` at ``size``: the healthy runs' contrast (``estimate, se,
     df`` and their seed and item parts, from the crossed or the seed-only contrast) plus the failure part.
 
-    Returns the healthy pairs' keys with ``estimate, se, df`` replaced by the whole contrast's, plus the lower
+    Returns the healthy contrast's keys with ``estimate, se, df`` replaced by the whole contrast's, plus the lower
     and upper SEs and df of its asymmetric interval (``se_lower, df_lower, se_upper, df_upper``) and both cells'
     P(fail): the interval is ``estimate - t se_lower .. estimate + t se_upper``, and a non-inferiority test reads
     the lower side. ``cell`` is (size, depth, reference).
 
-    ``whole_depth``: the pairs are those whose *reference* run is healthy, and the depth's runs enter whole, failed
-    ones included (a depth whose runs mostly fail, e.g. one that scores at the majority rate and is flagged by the
-    binomial rule: it has no healthy mean to speak of). Its difference to the healthy reference then estimates
+    ``whole_depth``: the reference's healthy runs against all the depth's runs, failed ones included (a depth
+    whose runs mostly fail, e.g. one that scores at the majority rate and is flagged by the binomial rule: it has
+    no healthy mean to speak of). Its difference to the healthy reference then estimates
     :math:`m_k - h_0`, and only the reference's failure part is added.
     """
     size, depth, reference = cell

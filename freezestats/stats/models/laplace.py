@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,31 +164,35 @@ def _glm_start(k: np.ndarray, n: np.ndarray, x: np.ndarray) -> np.ndarray:
     return beta
 
 
-def _projected_gradient(params: np.ndarray, gradient: np.ndarray, n_theta: int) -> np.ndarray:
+def _projected_gradient(params: np.ndarray, gradient: np.ndarray, given: np.ndarray) -> np.ndarray:
+    """The gradient with the SDs held at zero by a positive gradient, and the given SDs, left out."""
+    n_theta = len(given)
     projected = gradient.copy()
-    at_bound = (params[:n_theta] <= 0.0) & (gradient[:n_theta] > 0.0)
+    at_bound = ((params[:n_theta] <= 0.0) & (gradient[:n_theta] > 0.0)) | given
     projected[:n_theta][at_bound] = 0.0
     return projected
 
 
-def _free_mask(params: np.ndarray, gradient: np.ndarray, n_theta: int) -> np.ndarray:
-    """Parameters that Newton moves: all fixed effects, and every SD not pinned at zero by a positive gradient."""
+def _free_mask(params: np.ndarray, gradient: np.ndarray, given: np.ndarray) -> np.ndarray:
+    """Parameters that Newton moves: all fixed effects, and every SD not given and not pinned at zero by a positive
+    gradient."""
+    n_theta = len(given)
     free = np.ones(params.shape[0], dtype=bool)
-    free[:n_theta] = ~((params[:n_theta] <= 0.0) & (gradient[:n_theta] >= 0.0))
+    free[:n_theta] = ~((params[:n_theta] <= 0.0) & (gradient[:n_theta] >= 0.0)) & ~given
     return free
 
 
 def _newton_polish(
-    problem: _LaplaceProblem, params: np.ndarray, tol: float
+    problem: _LaplaceProblem, params: np.ndarray, tol: float, given: np.ndarray
 ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray, int]:
-    """Projected Newton steps on the finite-difference Hessian, from the L-BFGS-B optimum."""
+    """Projected Newton steps on the finite-difference Hessian, from the L-BFGS-B optimum (given SDs stay put)."""
     n_theta = problem.layout.n_theta
     value, gradient = problem.value_and_gradient(params)
     hessian, hessian_at = problem.hessian(params), params
     iterations = 0
     for _ in range(_NEWTON_POLISH_STEPS):
-        free = _free_mask(params, gradient, n_theta)
-        if np.max(np.abs(_projected_gradient(params, gradient, n_theta))) <= tol * 1e-3:
+        free = _free_mask(params, gradient, given)
+        if np.max(np.abs(_projected_gradient(params, gradient, given))) <= tol * 1e-3:
             break
         try:
             step_free = -linalg.solve(hessian[np.ix_(free, free)], gradient[free], assume_a="sym")
@@ -226,6 +230,7 @@ def fit_binomial_laplace(
     terms: Sequence[RandomTerm],
     *,
     tol: float = 1e-6,
+    given_sd: Mapping[str, float] | None = None,
 ) -> LaplaceFit:
     """Fit a binomial GLMM by maximum likelihood with glmer's joint Laplace approximation (``nAGQ = 1``).
 
@@ -241,6 +246,11 @@ def fit_binomial_laplace(
         Convergence tolerance on the largest component of the projected gradient of the deviance. The fit is
         polished by Newton steps well past it (to ``tol * 1e-3`` where possible), so that estimates are accurate
         to ~1e-8, not to an optimiser's stopping rule.
+    given_sd
+        SDs held at a given positive value instead of estimated, by variance name: a normal prior on those
+        effects (glmmTMB's ``map``). A factor with two levels cannot estimate its SD, and an estimate near zero
+        pools the two completely (:mod:`freezestats.stats.failures.pooled_rates`). Left out of ``cov_beta``'s
+        Hessian, as boundary SDs are.
 
     Returns
     -------
@@ -265,10 +275,11 @@ def fit_binomial_laplace(
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
         raise ModelFitError(f"`tol` must be a positive number, but got tol={tol!r}.")
     layout, sd_names = _layout(terms, k.shape[0])
+    given = _given(given_sd or {}, sd_names)
     # The matrices are small (q <= a few hundred): a multithreaded BLAS only adds synchronisation, which costs 20x
     # on a machine whose cores are busy (e.g. with a fine-tuning job).
     with _single_threaded_blas():
-        return _fit(k, n, design, layout, sd_names, tol)
+        return _fit(k, n, design, layout, sd_names, tol, given)
 
 
 def _single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
@@ -279,9 +290,21 @@ def _single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _minimise(problem: _LaplaceProblem, start: np.ndarray, tol: float) -> optimize.OptimizeResult:
+def _given(given_sd: Mapping[str, float], sd_names: tuple[str, ...]) -> np.ndarray:
+    """The given SDs per variance parameter (NaN where estimated); refuses unknown names and non-positive SDs."""
+    unknown = sorted(set(given_sd) - set(sd_names))
+    bad = {name: v for name, v in given_sd.items() if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0)}
+    if unknown or bad:
+        raise ModelFitError(
+            f"`given_sd` must name variance parameters of the terms {list(sd_names)} with positive SDs, but got "
+            f"unknown {unknown} and non-positive {bad}."
+        )
+    return np.array([float(given_sd.get(name, np.nan)) for name in sd_names])
+
+
+def _minimise(problem: _LaplaceProblem, start: np.ndarray, tol: float, given: np.ndarray) -> optimize.OptimizeResult:
     n_theta = problem.layout.n_theta
-    bounds = [(0.0, None)] * n_theta + [(None, None)] * problem.p
+    bounds = [(0.0, None) if np.isnan(v) else (v, v) for v in given] + [(None, None)] * problem.p
     result = optimize.minimize(
         problem.value_and_gradient,
         start,
@@ -327,18 +350,24 @@ def _escape_from_zero(problem: _LaplaceProblem, params: np.ndarray, hessian: np.
 
 
 def _fit(
-    k: np.ndarray, n: np.ndarray, design: np.ndarray, layout: _Layout, sd_names: tuple[str, ...], tol: float
+    k: np.ndarray,
+    n: np.ndarray,
+    design: np.ndarray,
+    layout: _Layout,
+    sd_names: tuple[str, ...],
+    tol: float,
+    given: np.ndarray,
 ) -> LaplaceFit:
-    """The body of :func:`fit_binomial_laplace`, on validated input."""
+    """The body of :func:`fit_binomial_laplace`, on validated input (``given``: SDs held, NaN where estimated)."""
     problem = _LaplaceProblem(k, n, design, layout)
-    n_theta = layout.n_theta
+    is_given = ~np.isnan(given)
     warnings: list[str] = []
 
-    start = np.concatenate([np.ones(n_theta), _glm_start(k, n, design)])
+    start = np.concatenate([np.where(is_given, given, 1.0), _glm_start(k, n, design)])
     iterations = 0
     for restart in range(_MAX_RESTARTS):
-        result = _minimise(problem, start, tol)
-        params, deviance, gradient, hessian, polish_iterations = _newton_polish(problem, result.x, tol)
+        result = _minimise(problem, start, tol, given)
+        params, deviance, gradient, hessian, polish_iterations = _newton_polish(problem, result.x, tol, is_given)
         iterations += int(result.nit) + polish_iterations
         escape = _escape_from_zero(problem, params, hessian)
         if escape is None:
@@ -350,7 +379,7 @@ def _fit(
     deviance = state.deviance
     theta, beta = problem.split(params)
 
-    projected = _projected_gradient(params, gradient, n_theta)
+    projected = _projected_gradient(params, gradient, is_given)
     gradient_ok = bool(np.max(np.abs(projected)) <= tol)
     if not gradient_ok:
         warnings.append(
@@ -363,7 +392,7 @@ def _fit(
         warnings.append(f"PIRLS failed to converge in {problem.pirls_failures} deviance evaluations.")
 
     boundary = tuple(name for name, value in zip(sd_names, theta, strict=True) if value < _BOUNDARY_TOL)
-    keep = np.concatenate([theta >= _BOUNDARY_TOL, np.ones(design.shape[1], dtype=bool)])
+    keep = np.concatenate([(theta >= _BOUNDARY_TOL) & ~is_given, np.ones(design.shape[1], dtype=bool)])
     conditional = problem.conditional_cov(state)
     hessian_ok = False
     cov_beta: np.ndarray | None = None
