@@ -39,7 +39,7 @@ import numpy as np
 
 from freezestats.exceptions import ModelFitError
 
-__all__ = ["partially_paired_contrast"]
+__all__ = ["partially_paired_contrast", "seed_item_summary"]
 
 
 def partially_paired_contrast(
@@ -72,12 +72,21 @@ def partially_paired_contrast(
             )
         v_item, df_item = _item_variance(a, b, shared)
         n_items = a.shape[1]
+    return seed_item_summary(float(y_a.mean() - y_b.mean()), (v_seed, df_seed), (v_item, df_item), n_items)
+
+
+def seed_item_summary(
+    estimate: float, seed: tuple[float, float], item: tuple[float, float], n_items: int
+) -> dict[str, float]:
+    """A contrast's estimate with its seed and item parts, each ``(variance, df)``, and their sum's SE and
+    Satterthwaite df: the keys every task-level contrast returns, whichever way its parts were estimated."""
+    (v_seed, df_seed), (v_item, df_item) = seed, item
     var = v_seed + v_item
     parts = (v_seed**2 / df_seed if v_seed > 0 else 0.0) + (v_item**2 / df_item if np.isfinite(df_item) else 0.0)
     return {
-        "estimate": float(y_a.mean() - y_b.mean()),
+        "estimate": float(estimate),
         "se_seed": float(np.sqrt(v_seed)),
-        "df_seed": df_seed,
+        "df_seed": float(df_seed),
         "se_item": float(np.sqrt(v_item)),
         "df_item": float(df_item),
         "se": float(np.sqrt(var)),

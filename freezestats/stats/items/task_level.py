@@ -42,7 +42,7 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.items.partial_pairs import partially_paired_contrast
+from freezestats.stats.items.partial_pairs import partially_paired_contrast, seed_item_summary
 from freezestats.stats.items.task_two_part import FailureParts, FailureRates, failure_parts, with_failure_part
 from freezestats.stats.items.uncertainty import PAIR_KEYS, item_variance, run_pseudo_values
 
@@ -108,19 +108,7 @@ def crossed_contrast(differences: np.ndarray, per_seed: np.ndarray | None = None
         raise ModelFitError(f"crossed_contrast: need >= 2 per-seed differences, but got {len(np.atleast_1d(units))}.")
     v_seed = float(np.var(units, ddof=1) / len(units))
     df_seed = float(len(units) - 1)
-    v_item, df_item = item_variance(d)
-    var = v_seed + v_item
-    parts = (v_seed**2 / df_seed if v_seed > 0 else 0.0) + (v_item**2 / df_item if np.isfinite(df_item) else 0.0)
-    return {
-        "estimate": float(units.mean()),
-        "se_seed": float(np.sqrt(v_seed)),
-        "df_seed": df_seed,
-        "se_item": float(np.sqrt(v_item)),
-        "df_item": float(df_item),
-        "se": float(np.sqrt(var)),
-        "df": float(var**2 / parts) if parts > 0 else float("inf"),
-        "n_items": int(d.shape[1]),
-    }
+    return seed_item_summary(float(units.mean()), (v_seed, df_seed), item_variance(d), d.shape[1])
 
 
 def task_level_contrasts(
