@@ -153,3 +153,18 @@ def test_two_levels_keep_their_own_rates_with_the_given_sd() -> None:
     estimated, _ = pooled_failure_probabilities(runs, failed)
     assert all(given[(4, n)] > 2 * given[(0, n)] for n in (50, 100, 200, 500, 1000))
     assert given[(4, 100)] - given[(0, 100)] > estimated[(4, 100)] - estimated[(0, 100)]
+
+
+def test_a_level_that_never_failed_keeps_a_finite_rate_with_the_given_sd() -> None:
+    """Separation: the depth fails in 6 of 25 runs, the reference in none. The given SD is a prior on the level
+    effects, so the reference's rate is small but above 0, with a finite linear-predictor variance."""
+    rows = [{"frozen_layers": level, "train_size": size, "seed": seed} for level in (0, 4)
+            for size in (50, 100, 200, 500, 1000) for seed in range(5)]  # fmt: skip
+    runs = pd.DataFrame(rows)
+    failed = np.zeros(len(runs), dtype=bool)
+    failed[[25, 26, 27, 30, 31, 35]] = True
+    p, rows_cov = pooled_failure_probabilities(runs, failed, level_sd=2.5)
+    for size in (50, 100, 200, 500, 1000):
+        assert 0.0 < p[(0, size)] < p[(4, size)] < 1.0
+        row, cov = rows_cov[(0, size)]
+        assert np.isfinite(row @ cov @ row) and row @ cov @ row > 0
