@@ -157,3 +157,27 @@ def test_graphical_on_a_chain_is_the_fixed_sequence(alpha: float) -> None:
         reached = fixed_sequence(np.zeros(m), significant)
         np.testing.assert_array_equal(result.rejected, reached & significant)
         np.testing.assert_allclose(result.p_adjusted, np.maximum.accumulate(p), rtol=1e-12)
+
+
+def test_with_several_draws_and_failed_runs_each_cell_keeps_its_own_healthy_draws() -> None:
+    """Failed runs with subset draws: the healthy part compares each cell's per-draw healthy means (the draw is
+    the unit), paired where a draw keeps healthy runs of both cells."""
+    runs, items = _study((0, 3), draws=4, seeds=2, sizes=(100, 1000))
+    failed = np.zeros(len(runs), dtype=bool)
+    at_100 = runs["train_size"] == 100
+    failed[(at_100 & (runs["frozen_layers"] == 3) & (runs["subset_draw"] == 0)).to_numpy()] = True  # a whole draw
+    failed[(at_100 & (runs["frozen_layers"] == 0) & (runs["subset_draw"] == 1) & (runs["seed"] == 1)).to_numpy()] = True
+    failed[((runs["train_size"] == 1000) & (runs["frozen_layers"] == 3) & (runs["seed"] == 2)).to_numpy()] = True
+    runs = runs.assign(failed=failed)
+    table = task_level_contrasts(runs, items, response="heldout", metric="accuracy").set_index("train_size")
+    row = table.loc[100]
+    assert row["method"] == "two-part" and row["n_pairs"] == 3  # draw 0 has no healthy depth-3 run
+    assert row["df_seed"] == 2  # min(3, 4) draws - 1
+    assert np.isfinite(row["se"]) and row["se_item"] > 0
+    healthy = runs[at_100 & ~runs["failed"]]
+    means = healthy.groupby(["frozen_layers", "subset_draw"])["heldout"].mean()
+    a, b = means.loc[3], means.loc[0]
+    shared = a.index.intersection(b.index)
+    r = np.corrcoef(a.loc[shared], b.loc[shared])[0, 1]
+    v = a.var() / len(a) + b.var() / len(b) - 2 * len(shared) * r * a.std() * b.std() / (len(a) * len(b))
+    assert row["se_seed"] == pytest.approx(np.sqrt(v), rel=1e-9)
