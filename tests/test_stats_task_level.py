@@ -181,3 +181,14 @@ def test_with_several_draws_and_failed_runs_each_cell_keeps_its_own_healthy_draw
     r = np.corrcoef(a.loc[shared], b.loc[shared])[0, 1]
     v = a.var() / len(a) + b.var() / len(b) - 2 * len(shared) * r * a.std() * b.std() / (len(a) * len(b))
     assert row["se_seed"] == pytest.approx(np.sqrt(v), rel=1e-9)
+
+
+def test_a_cell_healthy_in_one_subset_draw_only_enters_whole() -> None:
+    """With several draws the unit is the draw: a depth whose healthy runs all sit in one draw has one unit, so it
+    enters whole against the reference's healthy draws (it once reached the partly paired contrast and raised)."""
+    runs, items = _study((0, 3), draws=4, seeds=2, sizes=(100,))
+    depth_down = (runs["frozen_layers"] == 3) & (runs["subset_draw"] != 2)
+    failed = (depth_down | ((runs["frozen_layers"] == 0) & (runs["subset_draw"] == 0) & (runs["seed"] == 1))).to_numpy()
+    table = task_level_contrasts(runs.assign(failed=failed), items, response="heldout", metric="accuracy")
+    row = table.iloc[0]
+    assert row["method"] == "two-part, depth whole" and row["n_pairs"] == 4 and row["df_seed"] == 3

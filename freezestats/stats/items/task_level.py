@@ -228,12 +228,13 @@ def _contrast(
     (:mod:`~freezestats.stats.items.partial_pairs`): the pairs where both are healthy alone are a selection that
     biases the contrast when the flag follows the seed's skill."""
     size, depth, _ = cell
-    method, keep, keep_ref = "paired", pairs["trial"] > -1, pairs["trial"] > -1
+    every = pd.Series(True, index=pairs.index)
+    method, keep, keep_ref = "paired", every, every
     if parts is not None:
         method = "all runs"
-        if _units(pairs[~pairs["failed"]]).size >= 2 and _units(pairs[~pairs["failed_ref"]]).size >= 2:
+        if _n_units(pairs, ~pairs["failed"]) >= 2 and _n_units(pairs, ~pairs["failed_ref"]) >= 2:
             method, keep, keep_ref = "two-part", ~pairs["failed"], ~pairs["failed_ref"]
-        elif _units(pairs[~pairs["failed_ref"]]).size >= 2:
+        elif _n_units(pairs, ~pairs["failed_ref"]) >= 2:
             method, keep_ref = "two-part, depth whole", ~pairs["failed_ref"]
     if keep.equals(keep_ref):
         use = pairs[keep]
@@ -292,6 +293,13 @@ def _unit_items(tables: list[pd.Series], phi: dict[int, pd.Series]) -> tuple[np.
     return tuple(
         np.vstack([np.mean([phi[t].loc[common].to_numpy() for t in runs], axis=0) for runs in side]) for side in tables
     )
+
+
+def _n_units(pairs: pd.DataFrame, kept: pd.Series) -> int:
+    """How many of the contrast's units (seeds, or subset draws when the pairs span several) keep a run."""
+    if pairs["draw"].nunique() > 1:
+        return int(pairs.loc[kept, "draw"].nunique())
+    return int(kept.sum())
 
 
 def _units(pairs: pd.DataFrame) -> pd.Series:
