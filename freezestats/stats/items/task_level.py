@@ -245,7 +245,8 @@ def _contrast(
             out = _seed_only(units)
         out["n_pairs"] = len(use)
     else:
-        out = _partial_contrast(pairs, keep.to_numpy(), keep_ref.to_numpy(), phi if population == "task" else None)
+        out = _partial_contrast(pairs, keep.to_numpy(), keep_ref.to_numpy(), phi if population == "task" else None,
+                                (size, depth))  # fmt: skip
     if method != "all runs" and parts is not None:
         whole = method == "two-part, depth whole"
         return {**with_failure_part(out, parts, cell, confidence, whole_depth=whole), "method": method}
@@ -254,42 +255,38 @@ def _contrast(
 
 
 def _partial_contrast(
-    pairs: pd.DataFrame, keep: np.ndarray, keep_ref: np.ndarray, phi: dict[int, pd.Series] | None
+    pairs: pd.DataFrame,
+    keep: np.ndarray,
+    keep_ref: np.ndarray,
+    phi: dict[int, pd.Series] | None,
+    where: tuple[object, int],
 ) -> dict:
     """The depth's kept runs against the reference's kept runs, each cell's own, paired where a unit keeps both
     (:func:`~freezestats.stats.items.partial_pairs.partially_paired_contrast`). The unit is the seed, or the
-    subset draw with several draws (its runs' mean)."""
+    subset draw with several draws (its runs' mean). ``where`` is (size, depth), for messages."""
     unit = pairs["draw"].to_numpy() if pairs["draw"].nunique() > 1 else np.arange(len(pairs))
     sides = [(unit[keep], pairs.loc[keep, "trial"], pairs.loc[keep, "value"]),
              (unit[keep_ref], pairs.loc[keep_ref, "trial_ref"], pairs.loc[keep_ref, "value_ref"])]  # fmt: skip
-    tables, values, keys = [], [], []
-    for units, trials, scores in sides:
-        frame = pd.DataFrame({"unit": units, "trial": trials.to_numpy(), "value": scores.to_numpy()})
-        means = frame.groupby("unit", sort=True)["value"].mean()
-        keys.append(list(means.index))
-        values.append(means.to_numpy())
-        if phi is not None:
-            tables.append(frame.groupby("unit", sort=True)["trial"].agg(list))
-    position = {u: j for j, u in enumerate(keys[1])}
-    shared = [(i, position[u]) for i, u in enumerate(keys[0]) if u in position]
-    items = _unit_items(tables, phi) if phi is not None else (None, None)
+    grouped = [
+        pd.DataFrame({"unit": units, "trial": trials.to_numpy(), "value": scores.to_numpy()})
+        .groupby("unit", sort=True)
+        .agg(value=("value", "mean"), trials=("trial", list))
+        for units, trials, scores in sides
+    ]
+    position = {u: j for j, u in enumerate(grouped[1].index)}
+    shared = [(i, position[u]) for i, u in enumerate(grouped[0].index) if u in position]
+    values = [side["value"].to_numpy() for side in grouped]
+    items = _unit_items([side["trials"] for side in grouped], phi, where) if phi is not None else (None, None)
     out = partially_paired_contrast(values[0], values[1], shared, *items)
     out["n_pairs"] = len(shared)
     return out
 
 
-def _unit_items(tables: list[pd.Series], phi: dict[int, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
+def _unit_items(
+    tables: list[pd.Series], phi: dict[int, pd.Series], where: tuple[object, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """Each side's units x items table of pseudo-values (a unit's runs averaged), on the items every run scored."""
-    trials = [t for side in tables for runs in side for t in runs]
-    missing = [t for t in trials if t not in phi]
-    if missing:
-        raise ModelFitError(
-            f"{len(missing)} runs ({missing[:3]}...) have no stored predictions, so the items' part of the "
-            "task-level interval cannot be estimated."
-        )
-    common = phi[trials[0]].index
-    for t in trials[1:]:
-        common = common.intersection(phi[t].index)
+    common = _scored_items([t for side in tables for runs in side for t in runs], phi, where)
     return tuple(
         np.vstack([np.mean([phi[t].loc[common].to_numpy() for t in runs], axis=0) for runs in side]) for side in tables
     )
@@ -340,16 +337,25 @@ def _flags(cell: pd.DataFrame) -> np.ndarray:
 
 def _item_differences(pairs: pd.DataFrame, phi: dict[int, pd.Series], size: object, depth: int) -> np.ndarray:
     """The S x I table of per-item pseudo-value differences of the pairs, on the items every one of them scored."""
-    usable = [(a, b) for a, b in zip(pairs["trial"], pairs["trial_ref"], strict=True) if a in phi and b in phi]
-    if len(usable) < len(pairs):
-        raise ModelFitError(
-            f"{len(pairs) - len(usable)} of the {len(pairs)} run pairs of frozen_layers={depth} at train_size={size} "
-            "have no stored predictions, so the items' part of the task-level interval cannot be estimated."
-        )
-    common = phi[usable[0][0]].index
-    for a, b in usable:
-        common = common.intersection(phi[a].index).intersection(phi[b].index)
+    usable = list(zip(pairs["trial"], pairs["trial_ref"], strict=True))
+    common = _scored_items([t for pair in usable for t in pair], phi, (size, depth))
     return np.vstack([phi[a].loc[common].to_numpy() - phi[b].loc[common].to_numpy() for a, b in usable])
+
+
+def _scored_items(trials: list[int], phi: dict[int, pd.Series], where: tuple[object, int]) -> pd.Index:
+    """The items every one of ``trials`` scored; refuses runs without stored predictions (``where``: size, depth)."""
+    missing = sorted({t for t in trials if t not in phi})
+    if missing:
+        size, depth = where
+        raise ModelFitError(
+            f"{len(missing)} runs of frozen_layers={depth} or its reference at train_size={size} (trials "
+            f"{missing[:3]}) have no stored predictions, so the items' part of the task-level interval cannot be "
+            "estimated."
+        )
+    common = phi[trials[0]].index
+    for t in trials[1:]:
+        common = common.intersection(phi[t].index)
+    return common
 
 
 def _seed_only(units: np.ndarray) -> dict[str, float]:
