@@ -9,7 +9,14 @@ a t interval over the pairs (runs of one cell share its data, so pairs are not f
 is a guide, the per-size table shows where a difference sits). Equivalence is read against a margin of 1 point
 (the blog example's non-inferiority margin): the 90% interval inside +-1 point (TOST at 5%).
 
+A run's dropout stream is fixed by its seed on both sides (the fused run's generator starts from the state the
+lone run's global one would have), so every cell of one seed meets the same pair of streams: the second
+interval takes each seed's mean difference as the unit (5 seeds, t with 4 df), the honest one if the streams,
+not the cells, carry the difference.
+
     python bench/fused_grid_summary.py bench/results/fused-h100 > bench/results/fused-h100/summary.txt
+    python bench/fused_grid_summary.py bench/results/fused-h100-fp32-attention \
+        --unfused bench/results/fused-h100/grid-10-off-mps.csv > bench/results/fused-h100-fp32-attention/summary.txt
 """
 
 from __future__ import annotations
@@ -44,14 +51,21 @@ def _table(path: Path) -> pd.DataFrame:
     return pd.read_csv(path).set_index(KEYS).sort_index()
 
 
+def _interval(values: pd.Series) -> tuple[float, float, float]:
+    """Mean and 90% t interval of ``values`` taken as independent units."""
+    n, mean = len(values), values.mean()
+    half = stats.t.ppf(0.95, n - 1) * values.std(ddof=1) / np.sqrt(n)
+    return mean, mean - half, mean + half
+
+
 def _paired(a: pd.Series, b: pd.Series) -> str:
     d = (a - b).dropna()
-    n, mean, sd = len(d), d.mean(), d.std(ddof=1)
-    half = stats.t.ppf(0.95, n - 1) * sd / np.sqrt(n)
-    low, high = mean - half, mean + half
+    mean, low, high = _interval(d)
+    _, seed_low, seed_high = _interval(d.groupby(level="seed").mean())
     verdict = "equivalent within 1 point" if low > -MARGIN and high < MARGIN else "not shown equivalent"
     return (
-        f"n={n:3d}  mean {100 * mean:+.2f} pts  90% CI [{100 * low:+.2f}, {100 * high:+.2f}]  SD {100 * sd:.2f}"
+        f"n={len(d):3d}  mean {100 * mean:+.2f} pts  90% CI [{100 * low:+.2f}, {100 * high:+.2f}]"
+        f"  by seed [{100 * seed_low:+.2f}, {100 * seed_high:+.2f}]  SD {100 * d.std(ddof=1):.2f}"
         f"  identical {np.mean(d == 0):.2f}  ({verdict}; CI excludes 0: {low > 0 or high < 0})"
     )
 
@@ -59,30 +73,34 @@ def _paired(a: pd.Series, b: pd.Series) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--unfused", type=Path, help="the unfused grid (default: FOLDER/grid-10-off-mps.csv)")
     args = parser.parse_args()
     folder = args.folder
     print("whole MiniLM blog grid (study/blog2020-minilm.toml, 350 runs, bf16 autocast), one lent H100")
-    print(f"{'configuration':22s} {'wall s':>7s} {'runs/h':>7s} {'SM busy %':>9s} {'GPU GiB':>8s}")
+    print(f"{'configuration':30s} {'wall s':>7s} {'runs/h':>7s} {'SM busy %':>9s} {'GPU GiB':>8s}")
     for log in sorted(folder.glob("grid-*.log")):
         name = log.stem.removeprefix("grid-")
         busy, memory = _dmon(folder / f"dmon-{name}.txt")
         wall = _wall(log)
-        print(f"{name:22s} {wall:7.1f} {3600 * 350 / wall:7.0f} {busy:9.1f} {memory:8.1f}")
-    fused, unfused = _table(folder / "grid-10-auto-mps.csv"), _table(folder / "grid-10-off-mps.csv")
-    print("\nfused (10-auto-mps) - unfused (10-off-mps), paired by cell and seed:")
-    for column in ("best_dev", "heldout"):
-        for task in ("sst2", "cola"):
-            print(f"  {column:8s} {task}: {_paired(fused.loc[task, column], unfused.loc[task, column])}")
-    print(f"  collapsed runs: fused {fused['failed'].mean():.3f}, unfused {unfused['failed'].mean():.3f}")
+        print(f"{name:30s} {wall:7.1f} {3600 * 350 / wall:7.0f} {busy:9.1f} {memory:8.1f}")
+    unfused_path = args.unfused or folder / "grid-10-off-mps.csv"
+    unfused = _table(unfused_path)
+    for path in sorted(folder.glob("grid-10-auto-mps*.csv")):
+        fused = _table(path)
+        print(f"\nfused ({path.stem}) - unfused ({unfused_path.stem}), paired by cell and seed:")
+        for column in ("best_dev", "heldout"):
+            for task in ("sst2", "cola"):
+                print(f"  {column:8s} {task}: {_paired(fused.loc[task, column], unfused.loc[task, column])}")
+        print(f"  collapsed runs: fused {fused['failed'].mean():.3f}, unfused {unfused['failed'].mean():.3f}")
     per_size = (100 * (fused["best_dev"] - unfused["best_dev"])).groupby(level=["task", "train_size"])
-    print("\n  best_dev difference per size (points):")
+    print(f"\n  best_dev difference per size (points), {path.stem} - {unfused_path.stem}:")
     print(per_size.agg(["mean", "std", "count"]).round(2).to_string().replace("\n", "\n    "))
     if COMMITTED.exists():
         committed = _table(COMMITTED)
         print("\nthe same against the committed unfused H100 run of 2026-11-22 (full fp32 weights, no MPS):")
-        for name, table in (("unfused today", unfused), ("fused today", fused)):
+        for name, table in ((unfused_path.stem, unfused), (path.stem, fused)):
             for task in ("sst2", "cola"):
-                print(f"  {name:13s} {task}: {_paired(table.loc[task, 'best_dev'], committed.loc[task, 'best_dev'])}")
+                print(f"  {name:30s} {task}: {_paired(table.loc[task, 'best_dev'], committed.loc[task, 'best_dev'])}")
     again = [_table(path)["best_dev"] for path in sorted(folder.glob("grid-*auto*.csv"))]
     same = [float(np.mean(again[0] == other)) for other in again[1:]]
     print(f"\nfused runs repeated in other grids: share of identical best_dev {[round(s, 2) for s in same]}")

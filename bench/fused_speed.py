@@ -136,6 +136,8 @@ def worker(args: argparse.Namespace) -> None:
     from freezestats.training.fused import fine_tune_many
 
     task_name, frozen, size = args.worker_cell.split(":")
+    if args.dropout is not None:
+        _set_dropout(args.dropout)
     runs = _inputs(args, task_name, int(size), int(frozen))
     train_counts, eval_counts = _counting() if args.side == "unfused" else (None, None)
     started, cpu_started = time.perf_counter(), _cpu_seconds()
@@ -176,10 +178,28 @@ def worker(args: argparse.Namespace) -> None:
     )
 
 
+def _set_dropout(p: float) -> None:
+    """Every classifier loaded in this process gets dropout ``p`` (hidden, attention, classifier): with 0 the
+    fused and lone runs differ only in their kernels' rounding, which separates a numeric difference between the
+    two sides from one in how their dropout masks are drawn."""
+    import transformers
+
+    auto = transformers.AutoModelForSequenceClassification
+    load = auto.from_pretrained.__func__
+
+    def with_dropout(cls, *args, **kwargs):
+        kwargs.update(hidden_dropout_prob=p, attention_probs_dropout_prob=p, classifier_dropout=p)
+        return load(cls, *args, **kwargs)
+
+    auto.from_pretrained = classmethod(with_dropout)
+
+
 def _part(args: argparse.Namespace, cell: str, side: str) -> dict:
     command = [sys.executable, __file__, "--worker-cell", cell, "--side", side, "--seeds", str(args.seeds)]
     command += ["--precision", args.precision, "--n-val", str(args.n_val), "--epochs", str(args.epochs)]
     command += ["--device", args.device]
+    if args.dropout is not None:
+        command += ["--dropout", str(args.dropout)]
     before = _load()
     started = time.perf_counter()
     done = subprocess.run(command, check=True, capture_output=True, text=True)
@@ -280,6 +300,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU's peak is measured on 8192^3)")
     parser.add_argument("--reference", action="store_true", help="also HF Trainer (fp32), --reference-seeds seeds")
     parser.add_argument("--reference-seeds", type=int, default=1)
+    parser.add_argument("--dropout", type=float, default=None, help="every dropout probability (default: the model's)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--worker-cell", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--side", default=None, help=argparse.SUPPRESS)
@@ -291,7 +312,8 @@ def main() -> None:
 
     cpu = flops.cpu_description()
     print(f"{flops.describe(cpu)}; precision {args.precision} on every side; {time.strftime('%Y-%m-%d %H:%M UTC')}")
-    print(f"epochs {args.epochs or 'spec (10)'}, validation {args.n_val or 'all'}; {_load()}")
+    dropout = "the model's" if args.dropout is None else args.dropout
+    print(f"epochs {args.epochs or 'spec (10)'}, validation {args.n_val or 'all'}, dropout {dropout}; {_load()}")
     gpu = args.device.startswith("cuda")
     peak_of = {"shapes": [(8192, 8192, 8192)], "device": args.device} if gpu else {}
     if gpu:
