@@ -125,10 +125,13 @@ def run(
     margin: float = 0.01,
     min_seeds: int = PLAN.min_seeds,
     fixed: tuple[int, ...] = FIXED_SEEDS,
+    max_seeds: int = PLAN.max_seeds,
+    futility: float | None = None,
 ) -> dict:
-    """``n_studies`` studies of each scenario, at ``margin``, the first look at ``min_seeds``, fixed designs on
-    ``fixed`` seeds (a cell simulates the most of those and the plan's 10); ``processes`` > 1 runs a pool."""
-    plan = replace(PLAN, margin=margin, min_seeds=min_seeds)
+    """``n_studies`` studies of each scenario, at ``margin``, the first look at ``min_seeds``, at most ``max_seeds``
+    a cell, the plan's ``futility`` stop, fixed designs on ``fixed`` seeds (a cell simulates the most of those and
+    ``max_seeds``); ``processes`` > 1 runs a pool."""
+    plan = replace(PLAN, margin=margin, min_seeds=min_seeds, max_seeds=max_seeds, futility=futility)
     base = replace(blog_shaped(), seeds=max(plan.max_seeds, *fixed))
     tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan, tuple(fixed))
     started = time.perf_counter()
@@ -220,7 +223,9 @@ def report(result: dict) -> str:
         f"{result['processes']} process(es), {result['seconds']:.0f} s",
         f"  {result['machine']}",
         f"  plan: margin {plan['margin']}, familywise alpha {plan['alpha']}, looks at {result['looks']} paired seeds, "
-        f"{plan['spending']} spending, task-level contrasts (seeds x items)",
+        f"{plan['spending']} spending, futility stop "
+        f"{'conditional power < ' + str(plan['futility']) if plan.get('futility') else 'one SE (CP <= 2.3%)'}, "
+        "task-level contrasts (seeds x items)",
         "\nper comparison of blog_shaped(): power = share of studies naming it non-inferior, inferior = naming it "
         "inferior, exhausted = stopped open, seeds = mean seeds it got; fixed S = power of the fixed design on S seeds",
     ]
@@ -276,12 +281,16 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
     parser.add_argument("--margin", type=float, default=0.01, help="the non-inferiority margin (default 0.01)")
     parser.add_argument("--min-seeds", type=int, default=PLAN.min_seeds, help="seeds at the first look")
+    parser.add_argument("--max-seeds", type=int, default=PLAN.max_seeds, help="the plan's most seeds a cell")
+    futility = "stop a cell whose conditional power is below this (default: the one-SE rule)"
+    parser.add_argument("--futility", type=float, default=None, help=futility)
     parser.add_argument("--fixed-seeds", default="2,4,6,8,10", help="the fixed designs' seeds, comma-separated")
     parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
-    compute = lambda: run(args.studies, args.processes, args.margin, args.min_seeds, fixed)  # noqa: E731
+    compute = lambda: run(args.studies, args.processes, args.margin, args.min_seeds, fixed,  # noqa: E731
+                          args.max_seeds, args.futility)  # fmt: skip
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")

@@ -17,6 +17,10 @@ For every (train size, depth) it prints the two-sided 95% per-comparison coverag
 
 * ``task``: ``task_level_contrasts(population="task")`` (seeds and items) for the task's truth (new seeds and
   new items);
+* ``delta``: the same contrast with a symmetric interval, estimate +- t(df) se (the delta-method SE alone, where
+  ``task``'s two-part interval takes each side's longer of it and the Wilson-MOVER failure part); ``se/sd`` and
+  ``width/sd``: the mean SE, and the mean width over 2 x 1.96, against the estimate's SD over the studies (1 where
+  an interval is as wide as a normal estimate needs);
 * ``seed>task`` and ``seed>items``: the seed-only paired t interval (``population="evaluation_set"``) for the
   task's truth and for the truth on the study's drawn score items (what it speaks of);
 * ``model>task`` and ``model>items``: the old answer, ``fit_mixed(results, "heldout")`` with
@@ -52,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed
@@ -76,9 +81,10 @@ _spec.loader.exec_module(coverage)  # type: ignore[union-attr]
 
 MARGIN = 0.01
 NULL_OFFSET = 1_000_000  # the null studies' generator seeds: study i draws rng=NULL_OFFSET + i
-COVERAGES = ("task", "seed_task", "seed_items", "model_task", "model_items")
-LABELS = {"task": "task", "seed_task": "seed>task", "seed_items": "seed>items", "model_task": "model>task",
-          "model_items": "model>items", "two_part": "two-part"}  # fmt: skip
+COVERAGES = ("task", "task_delta", "seed_task", "seed_items", "model_task", "model_items")
+LABELS = {"task": "task", "task_delta": "delta", "seed_task": "seed>task", "seed_items": "seed>items",
+          "model_task": "model>task", "model_items": "model>items", "two_part": "two-part", "se_sd": "se/sd",
+          "width_sd": "width/sd"}  # fmt: skip
 _TASKS: dict[str, RealisticTask] = {}  # the two scenarios made concrete, once per process
 _OPTIONS: dict[str, str] = {"failure_rates": "pooled"}  # the contrasts' options, set per process by _start
 
@@ -106,13 +112,19 @@ def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
         model, error = None, type(exc).__name__
     collapsed = _collapsed(runs)
     covered = _covers(task, study.truth_task)
+    keys = zip(task["train_size"].astype(int), task["frozen_layers"].astype(int), strict=True)
+    truths = np.array([study.truth_task[key] for key in keys])
+    half = stats.t.ppf(0.975, task["df"].clip(lower=1)) * task["se"]
+    delta = np.abs(task["estimate"] - truths) <= half  # the same contrast's symmetric delta-method interval
     rows = []
     for i, row in task.iterrows():
         key = (int(row["train_size"]), int(row["frozen_layers"]))
         rows.append({"study": index, "train_size": key[0], "frozen_layers": key[1],
                      "truth_task": study.truth_task[key], "truth_items": study.truth_items[key],
                      "collapse": collapsed[key], "two_part": row["method"] != "all runs",
-                     "task": bool(covered[i]), "noninferior": bool(shown[key])})  # fmt: skip
+                     "task": bool(covered[i]), "task_delta": bool(delta[i]), "noninferior": bool(shown[key]),
+                     "error": float(row["estimate"] - study.truth_task[key]), "se": float(row["se"]),
+                     "width": float(row["ci_high"] - row["ci_low"])})  # fmt: skip
     frame = pd.DataFrame(rows).set_index(["train_size", "frozen_layers"])
     for name, table in (("seed", seed), ("model", model)):
         if table is None:
@@ -209,6 +221,10 @@ def summarise(alt: pd.DataFrame, null: pd.DataFrame) -> list[dict]:
                    power=("noninferior", "mean"), two_part=("two_part", "mean"))  # fmt: skip
     for name in COVERAGES:
         out[name] = cell[name].mean() if name in alt else np.nan
+    if "error" in alt:  # how wide the intervals are against the estimate's own spread over studies
+        spread = cell["error"].std()
+        out["se_sd"] = cell["se"].mean() / spread
+        out["width_sd"] = cell["width"].mean() / (2 * stats.norm.ppf(0.975) * spread)
     split = alt.groupby(["train_size", "frozen_layers", "collapse"])["task"].mean().unstack()
     out["task_collapse"] = split.get(True)
     out["task_none"] = split.get(False)
@@ -233,6 +249,7 @@ def report(result: dict, baseline: dict | None = None) -> str:
         " share of studies at the margin showing it non-inferior (null|none: of those without a collapsed run)",
     ]
     names = [*COVERAGES, "task_collapse", "task_none", "collapse", "two_part", "power", "null", "null_none"]
+    names += [c for c in ("se_sd", "width_sd") if c in rows]
     if baseline is not None:
         lines.append(
             f"base, base_pow: the task-level coverage and power of {baseline['n_studies']} studies with failure rates "
@@ -257,7 +274,7 @@ def report(result: dict, baseline: dict | None = None) -> str:
     if baseline is not None:
         lines.append(f"  baseline: {baseline['fwer']['any']:.3f}")
     low, high = 0.95 - band, 0.95 + band
-    for name in [c for c in ("task", "base", "seed_task", "model_task") if c in rows]:
+    for name in [c for c in ("task", "task_delta", "base", "seed_task", "model_task") if c in rows]:
         out = rows[(rows[name] < low) | (rows[name] > high)]
         cells = ", ".join(f"({r.train_size}, {r.frozen_layers}) {getattr(r, name):.3f}" for r in out.itertuples())
         lines.append(

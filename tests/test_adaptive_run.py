@@ -184,6 +184,12 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
     plain = parse_spec({k: v for k, v in raw.items() if k != "adaptive"})
     assert "adaptive" not in plain.to_dict() and plain.spec_hash != spec.spec_hash
     assert parse_spec(_raw(tiny_model, margin=0.02)).spec_hash != spec.spec_hash
+    # a futility threshold is part of the plan and of the hash; without it the stored table has no such key, so
+    # a study stored before the option existed keeps its hash
+    futile = parse_spec(_raw(tiny_model, budget=20, spending="pocock", futility=0.1))
+    assert futile.adaptive.plan_kwargs()["futility"] == 0.1 and futile.spec_hash != spec.spec_hash
+    assert "futility" not in spec.to_dict()["adaptive"] and "futility" in futile.to_dict()["adaptive"]
+    assert type(futile).from_stored(futile.to_dict()).adaptive == futile.adaptive
 
 
 @pytest.mark.parametrize(
@@ -195,6 +201,7 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
         ({"margin": 0.05, "min_seeds": 1}, {}, "`adaptive.min_seeds` must be >= 2"),
         ({"margin": 0.05, "min_seeds": 5, "max_seeds": 3}, {}, "`adaptive.max_seeds` must be >= `adaptive.min_seeds`"),
         ({"margin": 0.05, "spending": "linear"}, {}, "`adaptive.spending` must be one of"),
+        ({"margin": 0.05, "futility": 0.6}, {}, "`adaptive.futility` (a conditional power) must be in (0, 0.5)"),
         ({"margin": 0.05, "min_seeds": 2, "budget": 5}, {}, "`adaptive.budget` must cover the first round (6 runs"),
         ({"margin": 0.05, "seeds": 3}, {}, "Unknown key 'adaptive.seeds'. Did you mean 'adaptive.min_seeds'?"),
         ({"margin": 0.05}, {"frozen_layers": [1, 2]}, "needs 0 in `grid.frozen_layers`"),

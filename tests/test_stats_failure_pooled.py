@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from _r_reference import r_reference
 
+from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
 from freezestats.stats.models.laplace import RandomTerm, fit_binomial_laplace
 
@@ -168,3 +169,18 @@ def test_a_level_that_never_failed_keeps_a_finite_rate_with_the_given_sd() -> No
         assert 0.0 < p[(0, size)] < p[(4, size)] < 1.0
         row, cov = rows_cov[(0, size)]
         assert np.isfinite(row @ cov @ row) and row @ cov @ row > 0
+
+
+@pytest.mark.parametrize(
+    ("given", "names"),
+    [({"depth": 2.5}, "unknown ['depth']"), ({"level": 0.0}, "non-positive {'level': 0.0}"),
+     ({"level": float("nan")}, "non-positive {'level': nan}")],
+)  # fmt: skip
+def test_a_given_sd_must_name_a_term_and_be_positive(given: dict, names: str) -> None:
+    table = _fixture()
+    codes, levels = pd.factorize(table["frozen_layers"])
+    terms = [RandomTerm("level", codes, np.zeros(len(levels), dtype=int), ("level",))]
+    y = table["failed"].to_numpy()
+    with pytest.raises(ModelFitError, match="given_sd") as err:
+        fit_binomial_laplace(y, np.ones_like(y), np.ones((len(y), 1)), terms, given_sd=given)
+    assert names in str(err.value)

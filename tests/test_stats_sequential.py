@@ -139,10 +139,10 @@ def test_next_seeds_names_the_open_cells_and_their_reference():
     assert next_seeds(decisions.assign(decision="inferior"), PLAN).empty
 
 
-def _first_look(se_item: float) -> pd.DataFrame:
+def _first_look(se_item: float, futility: float | None = None) -> pd.DataFrame:
     """One comparison's decision at the first look (4 of at most 10 seeds): estimate -0.008 (margin 0.01), SE
     0.004, of which ``se_item`` is the items' part (it does not shrink with seeds)."""
-    plan = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=4, max_seeds=10, seeds_per_round=2)
+    plan = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=4, max_seeds=10, seeds_per_round=2, futility=futility)
     history = SequentialHistory([(100, 1)], plan, reference=0, population="task")
     contrast = pd.DataFrame({"train_size": [100], "frozen_layers": [1], "estimate": [-0.008], "se": [0.004],
                              "df": [30.0], "se_item": [se_item]})  # fmt: skip
@@ -170,6 +170,24 @@ def test_a_cell_that_cannot_close_within_max_seeds_stops_and_gets_no_more_seeds(
     se_max = np.sqrt(a / 10 + 0.0039**2)
     power = stats.norm.sf((-0.01 + 1.645 * se_max + 0.008) / (np.sqrt(a * 6) / 10))
     assert power < stats.norm.cdf(-2)
+
+
+def test_a_futility_threshold_stops_a_cell_whose_conditional_power_is_below_it():
+    # The same first look, all seeds. Were the truth -0.008, the estimate at 10 seeds has SD sqrt(a * 6) / 10
+    # around it and its SE is sqrt(a / 10): the chance that its lower bound clears -0.01 is about 0.135, that
+    # its upper bound falls below -0.01 about 0.001. The lenient default keeps it; so does a 10% futility
+    # threshold; a 20% one stops it.
+    a = 0.004**2 * 4
+    se_max, spread = np.sqrt(a / 10), np.sqrt(a * 6) / 10
+    power = stats.norm.cdf((-0.008 + 0.01 - stats.norm.ppf(0.95) * se_max) / spread)
+    assert 0.1 < power < 0.2
+    assert _first_look(0.0).loc[0, "decision"] == "open"
+    assert _first_look(0.0, futility=0.1).loc[0, "decision"] == "open"
+    assert _first_look(0.0, futility=0.2).loc[0, "decision"] == "exhausted"
+    # where the items make up the whole SE, more seeds cannot move it: power 0 either way, stopped at any threshold
+    assert _first_look(0.004, futility=0.01).loc[0, "decision"] == "exhausted"
+    with pytest.raises(ModelFitError, match="futility"):
+        SequentialPlan(margin=0.01, futility=0.5)
 
 
 def test_replay_uses_only_the_runs_an_adaptive_study_would_have_run():

@@ -41,6 +41,7 @@ class AdaptiveSpec:
     seeds_per_round: int = 1
     budget: int | None = None
     spending: str = "obrien_fleming"
+    futility: float | None = None
 
     def plan_kwargs(self) -> dict[str, Any]:
         """The keywords of :class:`freezestats.stats.sequential.SequentialPlan` (the budget is the runner's)."""
@@ -51,10 +52,12 @@ class AdaptiveSpec:
             "max_seeds": self.max_seeds,
             "seeds_per_round": self.seeds_per_round,
             "spending": self.spending,
+            "futility": self.futility,
         }
 
     def stored_form(self) -> dict[str, Any]:
-        """What the study stores and hashes: every key, ``budget`` only when set (TOML has no null)."""
+        """What the study stores and hashes: every key, ``budget`` and ``futility`` only when set (TOML has no
+        null; a study stored before ``futility`` existed keeps its hash)."""
         stored = {**self.plan_kwargs(), "budget": self.budget}
         return {k: v for k, v in stored.items() if v is not None}
 
@@ -96,9 +99,20 @@ def parse_adaptive(p: _Parser, raw: Mapping[str, Any], grid: GridSpec, n_tasks: 
         seeds_per_round=p.integer(table.get("seeds_per_round", d.seeds_per_round), "adaptive.seeds_per_round", low=1),
         budget=None if budget is None else p.integer(budget, "adaptive.budget", low=1),
         spending=p.choice(table.get("spending", d.spending), "adaptive.spending", SPENDING),
+        futility=_futility(p, table.get("futility")),
     )
     _check_grid(p, spec, grid, raw, n_tasks)
     return spec
+
+
+def _futility(p: _Parser, raw: Any) -> float | None:
+    """``adaptive.futility``: a conditional power in (0, 0.5), or absent (the lenient one-SE stop)."""
+    if raw is None:
+        return None
+    value = p.number(raw, "adaptive.futility")
+    if not 0 < value < 0.5:
+        raise p.fail(f"`adaptive.futility` (a conditional power) must be in (0, 0.5), but got {value}")
+    return value
 
 
 def _check_grid(p: _Parser, spec: AdaptiveSpec, grid: GridSpec, raw: Mapping[str, Any], n_tasks: int) -> None:

@@ -67,12 +67,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import linalg, optimize
-from scipy.special import expit
+from scipy import linalg
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.models.laplace_layout import RandomTerm, _Layout, _layout, _validate
 from freezestats.stats.models.laplace_problem import _LaplaceProblem
+from freezestats.stats.models.laplace_steps import (
+    _escape_from_zero,
+    _glm_start,
+    _minimise,
+    _newton_polish,
+    _projected_gradient,
+)
 
 __all__ = [
     "LaplaceFit",
@@ -81,7 +87,6 @@ __all__ = [
 ]
 
 _BOUNDARY_TOL = 1e-4  # an SD below this is reported on the boundary (lme4's isSingular tolerance on theta)
-_NEWTON_POLISH_STEPS = 20
 _MAX_RESTARTS = 5  # L-BFGS-B runs, restarting each time an SD is stuck at zero on a saddle point
 
 
@@ -141,86 +146,6 @@ class LaplaceFit:
 
 # --------------------------------------------------------------------------------------------------------------
 # Fitting
-
-
-def _glm_start(k: np.ndarray, n: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Binomial GLM by Newton's method from the empirical logits: glmer's starting fixed effects.
-
-    Where the GLM is separated (e.g. every failure at the smallest size), it has no finite optimum and Newton's
-    steps run off towards infinite logits; the start then stops before linear predictors beyond +-30, and the
-    random effects' fit, whose penalty keeps the modes finite, takes it from there.
-    """
-    eta = np.log((k + 0.5) / (n - k + 0.5))
-    beta = np.linalg.lstsq(x, eta, rcond=None)[0]
-    for _ in range(50):
-        mu = expit(x @ beta)
-        w = n * mu * (1.0 - mu)
-        step = np.linalg.lstsq(x.T @ (w[:, None] * x), x.T @ (k - n * mu), rcond=None)[0]
-        if not np.all(np.isfinite(step)) or np.max(np.abs(x @ (beta + step))) > 30.0:
-            break
-        beta = beta + step
-        if np.max(np.abs(step)) < 1e-10:
-            break
-    return beta
-
-
-def _projected_gradient(params: np.ndarray, gradient: np.ndarray, given: np.ndarray) -> np.ndarray:
-    """The gradient with the SDs held at zero by a positive gradient, and the given SDs, left out."""
-    n_theta = len(given)
-    projected = gradient.copy()
-    at_bound = ((params[:n_theta] <= 0.0) & (gradient[:n_theta] > 0.0)) | given
-    projected[:n_theta][at_bound] = 0.0
-    return projected
-
-
-def _free_mask(params: np.ndarray, gradient: np.ndarray, given: np.ndarray) -> np.ndarray:
-    """Parameters that Newton moves: all fixed effects, and every SD not given and not pinned at zero by a positive
-    gradient."""
-    n_theta = len(given)
-    free = np.ones(params.shape[0], dtype=bool)
-    free[:n_theta] = ~((params[:n_theta] <= 0.0) & (gradient[:n_theta] >= 0.0)) & ~given
-    return free
-
-
-def _newton_polish(
-    problem: _LaplaceProblem, params: np.ndarray, tol: float, given: np.ndarray
-) -> tuple[np.ndarray, float, np.ndarray, np.ndarray, int]:
-    """Projected Newton steps on the finite-difference Hessian, from the L-BFGS-B optimum (given SDs stay put)."""
-    n_theta = problem.layout.n_theta
-    value, gradient = problem.value_and_gradient(params)
-    hessian, hessian_at = problem.hessian(params), params
-    iterations = 0
-    for _ in range(_NEWTON_POLISH_STEPS):
-        free = _free_mask(params, gradient, given)
-        if np.max(np.abs(_projected_gradient(params, gradient, given))) <= tol * 1e-3:
-            break
-        try:
-            step_free = -linalg.solve(hessian[np.ix_(free, free)], gradient[free], assume_a="sym")
-        except (linalg.LinAlgError, ValueError):
-            break
-        step = np.zeros_like(params)
-        step[free] = step_free
-        accepted = False
-        for _ in range(30):
-            trial = params + step
-            trial[:n_theta] = np.maximum(trial[:n_theta], 0.0)
-            trial_value, trial_gradient = problem.value_and_gradient(trial)
-            if trial_value <= value + 1e-10 * max(1.0, abs(value)):
-                accepted = True
-                break
-            step /= 2.0
-        if not accepted:
-            break
-        iterations += 1
-        moved = float(np.max(np.abs(trial - params)))
-        params, value, gradient = trial, trial_value, trial_gradient
-        if float(np.max(np.abs(params - hessian_at))) > 1e-3:
-            hessian, hessian_at = problem.hessian(params), params
-        if moved < 1e-12:
-            break
-    if float(np.max(np.abs(params - hessian_at))) > 1e-7:  # the SEs want the Hessian at the optimum
-        hessian = problem.hessian(params)
-    return params, value, gradient, hessian, iterations
 
 
 def fit_binomial_laplace(
@@ -302,53 +227,6 @@ def _given(given_sd: Mapping[str, float], sd_names: tuple[str, ...]) -> np.ndarr
     return np.array([float(given_sd.get(name, np.nan)) for name in sd_names])
 
 
-def _minimise(problem: _LaplaceProblem, start: np.ndarray, tol: float, given: np.ndarray) -> optimize.OptimizeResult:
-    n_theta = problem.layout.n_theta
-    bounds = [(0.0, None) if np.isnan(v) else (v, v) for v in given] + [(None, None)] * problem.p
-    result = optimize.minimize(
-        problem.value_and_gradient,
-        start,
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bounds,
-        options={"maxiter": 2000, "maxfun": 5000, "ftol": 1e-15, "gtol": tol * 1e-2, "maxcor": 20},
-    )
-    result.x = np.asarray(result.x, dtype=float)
-    result.x[:n_theta] = np.maximum(result.x[:n_theta], 0.0)
-    # An SD that L-BFGS-B left just above zero: take zero if that is no worse (lme4's check.boundary).
-    for j in range(n_theta):
-        if 0.0 < result.x[j] < 1e-5:
-            trial = result.x.copy()
-            trial[j] = 0.0
-            if problem.state(trial).deviance <= problem.state(result.x).deviance:
-                result.x = trial
-    return result
-
-
-def _escape_from_zero(problem: _LaplaceProblem, params: np.ndarray, hessian: np.ndarray) -> np.ndarray | None:
-    """A better start when an SD sits at zero on a saddle, or ``None`` when every zero SD is a local minimum.
-
-    The deviance is even in every SD, so its gradient vanishes at SD = 0 and a gradient-based optimiser that lands
-    there (L-BFGS-B projects overshooting steps onto the bound) never leaves. Zero is a minimum in that direction
-    only if the curvature there is >= 0; the cross-derivatives with all other parameters vanish at zero (by the
-    same symmetry), so the diagonal of the Hessian decides.
-    """
-    n_theta = problem.layout.n_theta
-    scale = max(1.0, float(np.max(np.abs(hessian))))
-    saddle = [j for j in range(n_theta) if params[j] == 0.0 and hessian[j, j] < -1e-8 * scale]
-    if not saddle:
-        return None
-    start = params.copy()
-    for j in saddle:
-        candidates = []
-        for value in (0.02, 0.05, 0.1, 0.2, 0.5, 1.0):
-            trial = start.copy()
-            trial[j] = value
-            candidates.append((problem.state(trial).deviance, value))
-        start[j] = min(candidates)[1]
-    return start
-
-
 def _fit(
     k: np.ndarray,
     n: np.ndarray,
@@ -367,7 +245,7 @@ def _fit(
     iterations = 0
     for restart in range(_MAX_RESTARTS):
         result = _minimise(problem, start, tol, given)
-        params, deviance, gradient, hessian, polish_iterations = _newton_polish(problem, result.x, tol, is_given)
+        params, deviance, gradient, hessian, polish_iterations = _newton_polish(problem, result.x, tol, given)
         iterations += int(result.nit) + polish_iterations
         escape = _escape_from_zero(problem, params, hessian)
         if escape is None:
@@ -379,7 +257,7 @@ def _fit(
     deviance = state.deviance
     theta, beta = problem.split(params)
 
-    projected = _projected_gradient(params, gradient, is_given)
+    projected = _projected_gradient(params, gradient, given)
     gradient_ok = bool(np.max(np.abs(projected)) <= tol)
     if not gradient_ok:
         warnings.append(

@@ -25,7 +25,9 @@ stop without a rejection only removes chances to reject; nothing is passed along
   projected from its current components, even an estimate one current standard error better on either side
   would leave :math:`-m` inside the interval. This is the issue's "open and can still close within the
   maximum": a conditional-power futility stop whose threshold is at most :math:`\Phi(-2) \approx 2.3\%`
-  (``_cannot_close``).
+  (``_cannot_close``). With the plan's ``futility`` set, the stop reads the conditional power itself: the
+  chance, were the truth the current estimate, that the interval at ``max_seeds`` excludes :math:`-m` on
+  either side (``_conditional_power``), and stops below ``futility``.
 
 Both are non-binding: the efficacy boundaries are the spending function's alone, computed as if no cell ever
 stopped for futility (nothing is relaxed for the paths a futility stop removes), so the familywise error is
@@ -129,7 +131,7 @@ class SequentialHistory:
             decision = "noninferior"
         elif spread and upper < -plan.margin:
             decision = "inferior"
-        elif last or (spread and _cannot_close(contrast, sides, level, plan)):
+        elif last or (spread and _futile(contrast, sides, level, plan)):
             decision = "exhausted"
         else:
             decision = "open"
@@ -188,3 +190,32 @@ def _cannot_close(contrast: dict, sides: tuple[LookContrast, LookContrast], leve
         hopeful = look.estimate + sign * look.se
         closes.append(sign * (hopeful + plan.margin) > q * se_max)
     return not any(closes)
+
+
+def _futile(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float, plan: SequentialPlan) -> bool:
+    """The plan's futility stop: the lenient one-SE rule, or conditional power below ``plan.futility``."""
+    if plan.futility is None:
+        return _cannot_close(contrast, sides, level, plan)
+    return max(_conditional_power(contrast, sides, level, plan)) < plan.futility
+
+
+def _conditional_power(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,
+                       plan: SequentialPlan) -> tuple[float, float]:  # fmt: skip
+    r"""The chance, were the truth the current estimate, that the interval at ``max_seeds`` shows the depth
+    non-inferior, and that it shows it inferior (z quantile at the local level, as :func:`_cannot_close`).
+
+    With :math:`s_j` seeds now and :math:`V(s) = a/s + b` (:math:`b` the items' part), the estimate at
+    :math:`s_{max}` given the current one is normal around it with SD :math:`\sqrt{a (s_{max} - s_j)}/s_{max}`
+    (the new seeds' share), and its SE is :math:`\sqrt{a/s_{max} + b}`. Where that SD is 0 (the items make up
+    the whole SE) the power is 1 or 0: what the current estimate would show at ``max_seeds``."""
+    seeds = len(sides[0].fractions) and plan.looks()[len(sides[0].fractions) - 1]
+    item = float(contrast.get("se_item", 0.0)) ** 2
+    q = float(-special.ndtri(level)) if level > 0 else np.inf
+    powers = []
+    for look, sign in zip(sides, (1.0, -1.0), strict=True):
+        per_seed = max(look.se**2 - min(item, look.se**2), 0.0) * seeds
+        se_max = float(np.sqrt(per_seed / plan.max_seeds + min(item, look.se**2)))
+        spread = float(np.sqrt(per_seed * max(plan.max_seeds - seeds, 0))) / plan.max_seeds
+        distance = sign * (look.estimate + plan.margin) - q * se_max
+        powers.append(float(special.ndtr(distance / spread)) if spread > 0 else float(distance > 0))
+    return powers[0], powers[1]

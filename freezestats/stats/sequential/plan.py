@@ -31,6 +31,7 @@ class SequentialPlan:
     max_seeds: int = 10
     seeds_per_round: int = 1
     spending: str = "obrien_fleming"
+    futility: float | None = None
 
     def __post_init__(self) -> None:
         if not self.margin > 0 or not 0 < self.alpha < 0.5:
@@ -41,6 +42,9 @@ class SequentialPlan:
                 f"SequentialPlan: need 2 <= min_seeds <= max_seeds and seeds_per_round >= 1, but got "
                 f"{self.min_seeds=}, {self.max_seeds=}, {self.seeds_per_round=}."
             )
+        if self.futility is not None and not 0 < self.futility < 0.5:
+            raise ModelFitError(f"SequentialPlan: futility (a conditional power) must be in (0, 0.5), but got "
+                                f"{self.futility!r}.")  # fmt: skip
         if self.spending not in SPENDING_FUNCTIONS:
             raise ModelFitError(f"SequentialPlan: spending must be one of {list(SPENDING_FUNCTIONS)}, but got "
                                 f"{self.spending!r}.")  # fmt: skip
