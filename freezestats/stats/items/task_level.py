@@ -302,12 +302,13 @@ def _n_units(pairs: pd.DataFrame, kept: pd.Series) -> int:
 def _units(pairs: pd.DataFrame) -> pd.Series:
     """The contrast's independent units: the per-seed differences, or their per-draw means with several subset
     draws (seeds of one draw share its subset)."""
-    return pairs.groupby("draw")["difference"].mean() if pairs["draw"].nunique() > 1 else pairs["difference"]
+    difference = pairs["value"] - pairs["value_ref"]
+    return difference.groupby(pairs["draw"]).mean() if pairs["draw"].nunique() > 1 else difference
 
 
 def _pairs(at_size: pd.DataFrame, depth: int, reference: int, response: str) -> pd.DataFrame:
-    """The runs of ``depth`` and of the reference at one size, one row per shared pairing key, with the
-    difference of their ``response`` and the subset draw they share."""
+    """The runs of ``depth`` and of the reference at one size, one row per shared pairing key, with both runs'
+    ``response`` and the subset draw they share."""
     keys = [k for k in PAIR_KEYS if k in at_size.columns]
     level = at_size[at_size["frozen_layers"] == depth].drop_duplicates(keys).set_index(keys)
     ref = at_size[at_size["frozen_layers"] == reference].drop_duplicates(keys).set_index(keys)
@@ -319,7 +320,6 @@ def _pairs(at_size: pd.DataFrame, depth: int, reference: int, response: str) -> 
             "trial": level["trial"].astype(int).to_numpy(),
             "trial_ref": ref["trial"].astype(int).to_numpy(),
             "draw": draws,
-            "difference": level[response].astype(float).to_numpy() - ref[response].astype(float).to_numpy(),
             "value": level[response].astype(float).to_numpy(),
             "value_ref": ref[response].astype(float).to_numpy(),
             "failed": _flags(level),

@@ -180,16 +180,25 @@ def _cannot_close(contrast: dict, sides: tuple[LookContrast, LookContrast], leve
     quantile instead of the larger last boundary) of at most :math:`\Phi(-2) \approx 0.023` on either side; where
     the items dominate (:math:`b \gg a/s`), more seeds cannot move the interval and the cell stops at once.
     The stop is non-binding: it never changes a boundary (module docstring)."""
-    seeds = len(sides[0].fractions) and plan.looks()[len(sides[0].fractions) - 1]
-    item = float(contrast.get("se_item", 0.0)) ** 2
     q = float(-special.ndtri(level)) if level > 0 else np.inf
     closes = []
     for look, sign in zip(sides, (1.0, -1.0), strict=True):
-        per_seed = max(look.se**2 - min(item, look.se**2), 0.0) * seeds
-        se_max = float(np.sqrt(per_seed / plan.max_seeds + min(item, look.se**2)))
+        se_max, _ = _at_max_seeds(contrast, look, sides, plan)
         hopeful = look.estimate + sign * look.se
         closes.append(sign * (hopeful + plan.margin) > q * se_max)
     return not any(closes)
+
+
+def _at_max_seeds(contrast: dict, look: LookContrast, sides: tuple[LookContrast, LookContrast],
+                  plan: SequentialPlan) -> tuple[float, float]:  # fmt: skip
+    r"""The contrast's SE at ``max_seeds``, :math:`\sqrt{a/s_{max} + b}`, and the SD of its estimate there given
+    the current one, :math:`\sqrt{a (s_{max} - s_j)}/s_{max}`, from :math:`V(s_j) = a/s_j + b` now (:math:`b` the
+    items' part, which more seeds do not shrink)."""
+    seeds = len(sides[0].fractions) and plan.looks()[len(sides[0].fractions) - 1]
+    item = min(float(contrast.get("se_item", 0.0)) ** 2, look.se**2)
+    per_seed = max(look.se**2 - item, 0.0) * seeds
+    se_max = float(np.sqrt(per_seed / plan.max_seeds + item))
+    return se_max, float(np.sqrt(per_seed * max(plan.max_seeds - seeds, 0))) / plan.max_seeds
 
 
 def _futile(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float, plan: SequentialPlan) -> bool:
@@ -208,14 +217,10 @@ def _conditional_power(contrast: dict, sides: tuple[LookContrast, LookContrast],
     :math:`s_{max}` given the current one is normal around it with SD :math:`\sqrt{a (s_{max} - s_j)}/s_{max}`
     (the new seeds' share), and its SE is :math:`\sqrt{a/s_{max} + b}`. Where that SD is 0 (the items make up
     the whole SE) the power is 1 or 0: what the current estimate would show at ``max_seeds``."""
-    seeds = len(sides[0].fractions) and plan.looks()[len(sides[0].fractions) - 1]
-    item = float(contrast.get("se_item", 0.0)) ** 2
     q = float(-special.ndtri(level)) if level > 0 else np.inf
     powers = []
     for look, sign in zip(sides, (1.0, -1.0), strict=True):
-        per_seed = max(look.se**2 - min(item, look.se**2), 0.0) * seeds
-        se_max = float(np.sqrt(per_seed / plan.max_seeds + min(item, look.se**2)))
-        spread = float(np.sqrt(per_seed * max(plan.max_seeds - seeds, 0))) / plan.max_seeds
+        se_max, spread = _at_max_seeds(contrast, look, sides, plan)
         distance = sign * (look.estimate + plan.margin) - q * se_max
         powers.append(float(special.ndtr(distance / spread)) if spread > 0 else float(distance > 0))
     return powers[0], powers[1]
