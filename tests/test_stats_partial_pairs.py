@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
+from _r_reference import DATA, r_reference
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
@@ -69,3 +73,19 @@ def test_a_cell_with_one_unit_or_mismatched_items_is_refused() -> None:
         partially_paired_contrast(np.array([0.5]), np.array([0.4, 0.5]), [])
     with pytest.raises(ModelFitError, match="same >= 2 items"):
         partially_paired_contrast(np.zeros(2), np.zeros(2), [], np.zeros((2, 3)), np.zeros((2, 4)))
+
+
+def test_it_matches_the_formulas_written_again_in_r(tmp_path: Path) -> None:
+    # tests/data/partial_pairs_reference.R computes the same contrast from the module's formulas in base R (no
+    # shared code): 6 and 5 runs, 4 seeds shared, 60 items on which the two cells disagree, so that neither the
+    # covariance nor the item part is trivially 0
+    ref = r_reference("partial_pairs_reference.R", "partial_pairs_fixture.csv", "partial_pairs_reference.json",
+                      ("jsonlite",), tmp_path)  # fmt: skip
+    table = pd.read_csv(DATA / "partial_pairs_fixture.csv")
+    cells = {c: t.pivot(index="seed", columns="item", values="value").sort_index() for c, t in table.groupby("cell")}
+    a, b = cells["A"].to_numpy(float), cells["B"].to_numpy(float)
+    shared = [(i, j) for i, s in enumerate(cells["A"].index) for j, t in enumerate(cells["B"].index) if s == t]
+    out = partially_paired_contrast(a.mean(axis=1), b.mean(axis=1), shared, a, b)
+    assert len(shared) == ref["n_shared"] == 4 and ref["se_item"] > 0
+    for key in ("estimate", "se_seed", "df_seed", "se_item", "df_item", "se", "df"):
+        assert out[key] == pytest.approx(float(ref[key]), rel=1e-10, abs=1e-12), key

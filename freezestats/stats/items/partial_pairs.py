@@ -30,7 +30,8 @@ crossed layout :math:`\phi_{c,s,i} = \mu_c + u_{cs} + w_{ci} + e_{csi}` per cell
 With every unit shared both parts are exactly :func:`~freezestats.stats.items.task_level.crossed_contrast`'s
 (Cornfield-Tukey mean squares of the paired differences), which ``tests/data/task_level_reference.R`` checks
 against lme4; ``tests/test_stats_partial_pairs.py`` checks that the variance is unbiased by simulation when
-pairing is partial.
+pairing is partial, and the arithmetic against the same formulas written again in base R
+(``tests/data/partial_pairs_reference.R``, re-run when Rscript is there).
 """
 
 from __future__ import annotations
