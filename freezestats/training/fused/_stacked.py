@@ -20,7 +20,8 @@ that equality, not the method: ``tests/test_fused_training.py`` would say so.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -166,6 +167,22 @@ class StackedBert(nn.Module):
         self.k = len(index)
         return moved
 
+    @contextmanager
+    def alone(self, run: int) -> Iterator[None]:
+        """Within: the model computes run ``run`` alone (its slices of the stacked weights, the shared ones).
+
+        Why: on a CPU an evaluation of the K runs stacked was 1.35x slower than K lone ones (cola's 1043
+        sentences, K = 5; bench/fused_speed.py): batched products (``baddbmm``) run below MKL's single products,
+        and K-times larger temporaries go past glibc's mmap threshold, so each is page-faulted in afresh. The
+        lone runs' evaluation is near the CPU's matmul peak already, so stacking has nothing to win there.
+        """
+        stacked = self.weights
+        self.weights = {name: w[run] if name.replace(".", "__") in self.stacked else w for name, w in stacked.items()}
+        try:
+            yield
+        finally:
+            self.weights = stacked
+
     # -- the forward pass ---------------------------------------------------------------------------------
     def logits(
         self,
@@ -229,8 +246,13 @@ class StackedBert(nn.Module):
         q, k, v = (self._heads(self._linear(x, base + f"attention.self.{name}")) for name in ("query", "key", "value"))
         p = self.config.attention_probs_dropout_prob
         if dropout is None or p <= 0:
-            # under autocast q is bf16, and SDPA wants the mask in its dtype
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=additive.to(q.dtype))
+            # runs and batch as one batch dimension: SDPA's fused kernels (flash on a CPU, flash or
+            # memory-efficient on a GPU) take 4-D inputs only, and 5-D ones fall back to its math path; under
+            # autocast q is bf16, and SDPA wants the mask in its dtype
+            runs, batch = q.shape[:2]
+            mask = additive.to(q.dtype).expand(runs, *additive.shape[1:]).flatten(0, 1)
+            flat = (t.flatten(0, 1) for t in (q, k, v))
+            context = F.scaled_dot_product_attention(*flat, attn_mask=mask).unflatten(0, (runs, batch))
         else:
             # SDPA's kernels (the lone run's, flash or memory-efficient on a GPU) keep q.k, its softmax and, in
             # the backward pass, the gradient of the probabilities (dP, from which the softmax's backward
