@@ -158,3 +158,35 @@ def test_the_reinit_arm_fuses_and_an_adapter_arm_runs_alone(tiny_model: Path, gl
     reasons = [o.extra["fusion"] for o in fine_tune_many(runs)]
     assert all(r.startswith("alone: parameters the fused trainer does not know (an adapter?)") for r in reasons)
     assert "lora_A" in reasons[0]
+
+
+def test_the_stacked_pass_and_each_run_alone_give_the_lone_models_logits(tiny_model: Path) -> None:
+    # On a GPU the fused evaluator runs the K runs through a batch together; on a CPU each run alone through the
+    # stacked model (StackedBert.alone). CI has no GPU, so the batched path is checked here: both give what the
+    # lone models compute, padding included (4-D SDPA with the runs folded into the batch).
+    from freezestats.encoder.backbone import load_classifier
+    from freezestats.training.fused._stacked import StackedBert
+
+    models = []
+    for seed in (1, 2, 3):
+        torch.manual_seed(seed)
+        model = load_classifier(str(tiny_model), 2, False).eval()
+        for param in model.bert.embeddings.parameters():
+            param.requires_grad_(False)
+        models.append(model)
+    stacked = StackedBert(models).eval()
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 90, (4, 9), generator=gen)
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    mask[3, 3:] = 0
+    inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+    with torch.no_grad():
+        together = stacked.logits({name: value.unsqueeze(0) for name, value in inputs.items()})
+        for k, model in enumerate(models):
+            with stacked.alone(k):
+                alone = stacked.logits({name: value.unsqueeze(0) for name, value in inputs.items()})
+            expected = model(**inputs).logits
+            torch.testing.assert_close(alone[0], expected, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(together[k], expected, rtol=1e-5, atol=1e-6)
+    assert stacked.weights["classifier.weight"].dim() == 3  # alone() gave the stacked weights back
