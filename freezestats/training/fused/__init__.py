@@ -4,8 +4,8 @@ The runs of a cell differ only in their seeds: the head's initialisation, the da
 one after another, each runs the same small matrix products (hidden 384, batch 16 for MiniLM) that leave most
 of a CPU's or GPU's throughput unused, and each evaluation reads the same validation batches. Fused, the K runs'
 trained parameters are stacked (:mod:`._stacked`), their batches stacked, and one forward, backward and
-optimizer step serves all K (:mod:`._steps`); evaluation runs every validation batch once through the K runs'
-layers (:mod:`._evaluator`).
+optimizer step serves all K (:mod:`._steps`); evaluation reads every validation batch once, for the K runs'
+layers together on a GPU and in turn on a CPU (:mod:`._evaluator`).
 
 **Fusion changes no result.** Each run keeps its initialisation (its model is built by the same set-up as
 :func:`~freezestats.training.fine_tune`'s, from its seed), its data order, its dropout masks, its optimizer

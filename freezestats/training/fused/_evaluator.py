@@ -1,7 +1,8 @@
-"""Evaluation of K fused runs at once: the validation set is the same for every run, so each of its batches
-(and the frozen prefix's output on it, from the cache) is read once and run through all K runs' trained layers
-in one batched pass. Each run then keeps its own learning curve and checkpoints, exactly as a lone run's
-:class:`~freezestats.training._evaluator.Evaluator` keeps them (the same class records them).
+"""Evaluation of K fused runs: the validation set is the same for every run, so each of its batches (and the
+frozen prefix's output on it, from the cache) is read once; on a GPU it runs through all K runs' trained layers in
+one batched pass, on a CPU through each run's in turn (stacked, it was slower there than the lone runs; see
+:meth:`FusedEvaluator.predict`). Each run then keeps its own learning curve and checkpoints, exactly as a lone
+run's :class:`~freezestats.training._evaluator.Evaluator` keeps them (the same class records them).
 """
 
 from __future__ import annotations
