@@ -113,17 +113,17 @@ def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
     collapsed = _collapsed(runs)
     covered = _covers(task, study.truth_task)
     keys = zip(task["train_size"].astype(int), task["frozen_layers"].astype(int), strict=True)
-    truths = np.array([study.truth_task[key] for key in keys])
+    truths = pd.Series([study.truth_task[key] for key in keys], index=task.index)
     half = stats.t.ppf(0.975, task["df"].clip(lower=1)) * task["se"]
     delta = np.abs(task["estimate"] - truths) <= half  # the same contrast's symmetric delta-method interval
     rows = []
     for i, row in task.iterrows():
         key = (int(row["train_size"]), int(row["frozen_layers"]))
         rows.append({"study": index, "train_size": key[0], "frozen_layers": key[1],
-                     "truth_task": study.truth_task[key], "truth_items": study.truth_items[key],
+                     "truth_task": truths[i], "truth_items": study.truth_items[key],
                      "collapse": collapsed[key], "two_part": row["method"] != "all runs",
                      "task": bool(covered[i]), "task_delta": bool(delta[i]), "noninferior": bool(shown[key]),
-                     "error": float(row["estimate"] - study.truth_task[key]), "se": float(row["se"]),
+                     "error": float(row["estimate"] - truths[i]), "se": float(row["se"]),
                      "width": float(row["ci_high"] - row["ci_low"])})  # fmt: skip
     frame = pd.DataFrame(rows).set_index(["train_size", "frozen_layers"])
     for name, table in (("seed", seed), ("model", model)):

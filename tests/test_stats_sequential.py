@@ -184,6 +184,9 @@ def test_a_futility_threshold_stops_a_cell_whose_conditional_power_is_below_it()
     assert _first_look(0.0).loc[0, "decision"] == "open"
     assert _first_look(0.0, futility=0.1).loc[0, "decision"] == "open"
     assert _first_look(0.0, futility=0.2).loc[0, "decision"] == "exhausted"
+    # the label names the stop the study used
+    assert "below 0.2)" in _first_look(0.0, futility=0.2).loc[0, "procedure"]
+    assert "conditional power <= 2.3%" in _first_look(0.0).loc[0, "procedure"]
     # where the items make up the whole SE, more seeds cannot move it: power 0 either way, stopped at any threshold
     assert _first_look(0.004, futility=0.01).loc[0, "decision"] == "exhausted"
     with pytest.raises(ModelFitError, match="futility"):

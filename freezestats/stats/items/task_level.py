@@ -264,7 +264,7 @@ def _partial_contrast(
     """The depth's kept runs against the reference's kept runs, each cell's own, paired where a unit keeps both
     (:func:`~freezestats.stats.items.partial_pairs.partially_paired_contrast`). The unit is the seed, or the
     subset draw with several draws (its runs' mean). ``where`` is (size, depth), for messages."""
-    unit = pairs["draw"].to_numpy() if pairs["draw"].nunique() > 1 else np.arange(len(pairs))
+    unit = _unit_of(pairs)
     sides = [(unit[keep], pairs.loc[keep, "trial"], pairs.loc[keep, "value"]),
              (unit[keep_ref], pairs.loc[keep_ref, "trial_ref"], pairs.loc[keep_ref, "value_ref"])]  # fmt: skip
     grouped = [
@@ -292,18 +292,20 @@ def _unit_items(
     )
 
 
+def _unit_of(pairs: pd.DataFrame) -> np.ndarray:
+    """Each pair's independent unit: its seed (one row each) or, when the pairs span several subset draws, its draw
+    (seeds of one draw share its subset)."""
+    return pairs["draw"].to_numpy() if pairs["draw"].nunique() > 1 else np.arange(len(pairs))
+
+
 def _n_units(pairs: pd.DataFrame, kept: pd.Series) -> int:
-    """How many of the contrast's units (seeds, or subset draws when the pairs span several) keep a run."""
-    if pairs["draw"].nunique() > 1:
-        return int(pairs.loc[kept, "draw"].nunique())
-    return int(kept.sum())
+    """How many of the contrast's units keep a run."""
+    return len(np.unique(_unit_of(pairs)[kept.to_numpy()]))
 
 
 def _units(pairs: pd.DataFrame) -> pd.Series:
-    """The contrast's independent units: the per-seed differences, or their per-draw means with several subset
-    draws (seeds of one draw share its subset)."""
-    difference = pairs["value"] - pairs["value_ref"]
-    return difference.groupby(pairs["draw"]).mean() if pairs["draw"].nunique() > 1 else difference
+    """The contrast's per-unit differences (a draw's seeds averaged)."""
+    return (pairs["value"] - pairs["value_ref"]).groupby(_unit_of(pairs)).mean()
 
 
 def _pairs(at_size: pd.DataFrame, depth: int, reference: int, response: str) -> pd.DataFrame:

@@ -56,7 +56,7 @@ PROCEDURE = (
     "(alpha split evenly over train sizes; within a size half to the shallowest depth, half shared by the deeper "
     "ones, a shown depth passing its level on); Lan-DeMets {spending}-type spending per hypothesis at its local "
     "level, information from the contrast's variance (the items' part does not shrink with seeds); z boundaries "
-    "read on the t scale at the Satterthwaite df; inferior and exhausted are non-binding stops"
+    "read on the t scale at the Satterthwaite df; inferior and exhausted are non-binding stops ({futility})"
 )
 
 SEQUENTIAL_COLUMNS = [
@@ -140,10 +140,17 @@ class SequentialHistory:
 
     def table(self) -> pd.DataFrame:
         """One row per comparison (:data:`SEQUENTIAL_COLUMNS`), shallow to deep within each size."""
-        procedure = PROCEDURE.format(spending=self.plan.spending.replace("_", "-"))
+        procedure = PROCEDURE.format(spending=self.plan.spending.replace("_", "-"), futility=_futility_rule(self.plan))
         frame = pd.DataFrame([self.rows[cell] for cell in self.cells])
         return frame.assign(margin=float(self.plan.margin), population=self.population,
                             procedure=procedure)[SEQUENTIAL_COLUMNS]  # fmt: skip
+
+
+def _futility_rule(plan: SequentialPlan) -> str:
+    """The ``exhausted`` stop in words, so the label names the threshold the study used."""
+    if plan.futility is None:
+        return "exhausted: open at max_seeds, or unable to close by then even one SE better (conditional power <= 2.3%)"
+    return f"exhausted: open at max_seeds, or conditional power to close by then below {plan.futility:g}"
 
 
 def _blank(cell: tuple[int, int], reference: int) -> dict:
