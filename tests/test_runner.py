@@ -231,6 +231,38 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(
     assert interrupted[0].user_attrs["cell_key"] in after  # the interrupted cell ran again
 
 
+def test_no_thread_starts_where_ctrl_c_raises_at_once(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt inside ``Thread.start`` of a pool's worker leaves a thread no one wakes, and the process
+    hangs at exit after "Interrupted" (CI saw it: transformers' weight-loading pool, started inside the training).
+    So no thread may start while the gate is open; the gate's setting is undone when the run ends."""
+    import threading
+
+    from freezestats.runner.interrupts import InterruptGate
+
+    monkeypatch.delenv("HF_DEACTIVATE_ASYNC_LOAD", raising=False)
+    gates: list[InterruptGate] = []
+    started_open: list[str] = []
+    real_enter, real_start = InterruptGate.__enter__, threading.Thread.start
+
+    def enter(self: InterruptGate) -> InterruptGate:
+        gates.append(self)
+        return real_enter(self)
+
+    def start(self: threading.Thread) -> None:
+        if any(gate._open for gate in gates):
+            started_open.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(InterruptGate, "__enter__", enter)
+    monkeypatch.setattr(threading.Thread, "start", start)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert _run(["run", "--study", str(_spec(tmp_path, tiny_model)), "--storage", storage], glue_dir) == 0
+    assert gates and started_open == []
+    assert "HF_DEACTIVATE_ASYNC_LOAD" not in os.environ
+
+
 @pytest.mark.parametrize("where", ["claimed", "suggesting", "recording"])
 def test_ctrl_c_outside_the_fine_tuning_waits_for_a_safe_point(
     tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, where: str
