@@ -231,12 +231,14 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(
     assert interrupted[0].user_attrs["cell_key"] in after  # the interrupted cell ran again
 
 
+@pytest.mark.parametrize("fuse", ["off", "2"])
 def test_no_thread_starts_where_ctrl_c_raises_at_once(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, fuse: str
 ) -> None:
     """A KeyboardInterrupt inside ``Thread.start`` of a pool's worker leaves a thread no one wakes, and the process
     hangs at exit after "Interrupted" (CI saw it: transformers' weight-loading pool, started inside the training).
-    So no thread may start while the gate is open; the gate's setting is undone when the run ends."""
+    So no thread may start while the gate is open, with any arm, fused or not; the gate's setting is undone when
+    the run ends."""
     import threading
 
     from freezestats.runner.interrupts import InterruptGate
@@ -257,8 +259,14 @@ def test_no_thread_starts_where_ctrl_c_raises_at_once(
 
     monkeypatch.setattr(InterruptGate, "__enter__", enter)
     monkeypatch.setattr(threading.Thread, "start", start)
+    raw = simple_spec(model=str(tiny_model), grid={"train_sizes": [32], "seeds": [1, 2]},
+                      training={"epochs": 1, "eval_every_epochs": 0.5, "max_length": 64})  # fmt: skip
+    del raw["grid"]["frozen_layers"]
+    raw["arms"] = [{"kind": "freeze", "frozen_layers": [1]}, {"kind": "reinit", "top_layers": [1]},
+                   {"kind": "lora", "rank": [2]}, {"kind": "probe", "layers": ["last"]}]  # fmt: skip
+    spec = write_spec(tmp_path, raw)
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    assert _run(["run", "--study", str(_spec(tmp_path, tiny_model)), "--storage", storage], glue_dir) == 0
+    assert _run(["run", "--study", str(spec), "--storage", storage, "--fuse", fuse], glue_dir) == 0
     assert gates and started_open == []
     assert "HF_DEACTIVATE_ASYNC_LOAD" not in os.environ
 
