@@ -2,6 +2,8 @@
 runs saved.
 
     python bench/adaptive_replay.py            # writes bench/results/adaptive_replay.txt
+    python bench/adaptive_replay.py --example examples/sst2-20seeds-minilm --tasks sst2 --min-seeds 4 \
+        --max-seeds 20 --seeds-per-round 2 --output bench/results/adaptive_replay_20seeds.txt
 
 ``examples/blog2020-minilm`` ran 5 seeds in every cell (7 depths x 5 sizes x 2 tasks, 350 runs, trial number =
 the order they ran: cell after cell, seeds 1-5 in a row). The replay (``freezestats.stats.sequential.replay``,
@@ -11,7 +13,10 @@ seed a round, O'Brien-Fleming-type spending, familywise alpha 0.05 over the task
 judges each task: SST-2 on held-out accuracy with a margin of 1 point, CoLA on MCC re-scored from the stored
 predictions at the last checkpoint (``--task-metric cola=mcc``) with a margin of 2 points, failed runs flagged by
 the analysis's rule, task-level contrasts (seeds x items). The fixed design is ``task_noninferiority`` on all 5
-seeds, the example's answer.
+seeds, the example's answer. ``--example`` replays another example folder with ``results.csv`` and
+``predictions.parquet`` (``examples/sst2-20seeds-minilm``: 20 seeds a cell, run in rounds of 5 seeds), with the
+plan's seeds set by ``--min-seeds``, ``--max-seeds`` and ``--seeds-per-round``; the fixed design is then all
+``--max-seeds`` seeds.
 """
 
 from __future__ import annotations
@@ -44,21 +49,28 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def replay_task(data: pd.DataFrame, items: pd.DataFrame, task: str, settings: dict) -> tuple[str, dict]:
-    """One task's replay: the per-cell table as text, and its numbers."""
+def replay_task(
+    data: pd.DataFrame, items: pd.DataFrame, task: str, settings: dict, seeds: tuple[int, int, int] = (2, 5, 1)
+) -> tuple[str, dict]:
+    """One task's replay with the plan's (min, max, per round) ``seeds``: the per-cell table as text, and its
+    numbers."""
     response = settings["response_of"].get(task, "heldout")
     metric = settings["metric_of"].get(task) or "accuracy"
     runs = data[data["task"] == task].reset_index(drop=True)
     runs = runs.assign(failed=metric_failures(runs, response)[0].to_numpy())
     own = items[items["task"] == task].reset_index(drop=True)
-    plan = SequentialPlan(margin=default_margin(metric), alpha=0.05, min_seeds=2, max_seeds=5, seeds_per_round=1)
+    low, high, step = seeds
+    plan = SequentialPlan(
+        margin=default_margin(metric), alpha=0.05, min_seeds=low, max_seeds=high, seeds_per_round=step
+    )
     played = replay(runs, own, plan, order="trial", response=response, metric=metric)
     summary = replay_summary(played, plan)
     fixed = fixed_design(runs, own, plan, response=response, metric=metric).set_index(["train_size", "frozen_layers"])
     last = played.sort_values("round").groupby(["train_size", "frozen_layers"]).last()
     lines = [
         f"\n{task}: {metric} on {response}, margin {plan.margin}, looks at {plan.looks()} seeds",
-        "     n  depth  fixed(5 seeds): shown  lower  |  adaptive: decision  round  seeds  lower   upper   at trial",
+        f"     n  depth  fixed({high} seeds): shown  lower  |  adaptive: decision  round  seeds  lower   upper"
+        "   at trial",
     ]
     same = []
     for (n, k), row in last.iterrows():
@@ -88,18 +100,25 @@ def replay_task(data: pd.DataFrame, items: pd.DataFrame, task: str, settings: di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="bench/results/adaptive_replay.txt")
+    parser.add_argument("--example", type=Path, default=EXAMPLE, help="a folder with results.csv, predictions.parquet")
+    parser.add_argument("--tasks", default="sst2,cola", help="the tasks to replay, comma-separated")
+    parser.add_argument("--min-seeds", type=int, default=2)
+    parser.add_argument("--max-seeds", type=int, default=5)
+    parser.add_argument("--seeds-per-round", type=int, default=1)
     args = parser.parse_args()
     started = time.perf_counter()
-    results = pd.read_csv(EXAMPLE / "results.csv")
-    items = read_item_predictions(EXAMPLE / "predictions.parquet")
+    results = pd.read_csv(args.example / "results.csv")
+    items = read_item_predictions(args.example / "predictions.parquet")
     data, settings = apply_task_metrics(normalize_results(results), items, TASK_METRICS, "heldout", False)
     parts, totals = [], {"runs_adaptive": 0, "runs_fixed": 0, "same_claims": 0, "comparisons": 0}
-    for task in ("sst2", "cola"):
-        text, numbers = replay_task(data, items, task, settings)
+    for task in args.tasks.split(","):
+        text, numbers = replay_task(data, items, task, settings, (args.min_seeds, args.max_seeds, args.seeds_per_round))
         parts.append(text)
         totals = {key: totals[key] + numbers[key] for key in totals}
     seconds = time.perf_counter() - started
-    head = f"bench/adaptive_replay.py: examples/blog2020-minilm replayed adaptively, {seconds:.0f} s\n  {_cpu()}"
+    root = EXAMPLE.parents[1]
+    where = args.example.resolve().relative_to(root) if args.example.resolve().is_relative_to(root) else args.example
+    head = f"bench/adaptive_replay.py: {where} replayed adaptively, {seconds:.0f} s\n  {_cpu()}"
     tail = (
         f"\nboth tasks: runs {totals['runs_adaptive']} of {totals['runs_fixed']} "
         f"({totals['runs_adaptive'] / totals['runs_fixed']:.3f}, target <= 0.333); the fixed design's "
