@@ -190,6 +190,12 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
     assert futile.adaptive.plan_kwargs()["futility"] == 0.1 and futile.spec_hash != spec.spec_hash
     assert "futility" not in spec.to_dict()["adaptive"] and "futility" in futile.to_dict()["adaptive"]
     assert type(futile).from_stored(futile.to_dict()).adaptive == futile.adaptive
+    # so is `seek` when not the default: "either" (written out or not) stores and hashes as before it existed
+    either = parse_spec(_raw(tiny_model, budget=20, spending="pocock", seek="either"))
+    assert either.spec_hash == spec.spec_hash and "seek" not in either.to_dict()["adaptive"]
+    sought = parse_spec(_raw(tiny_model, budget=20, spending="pocock", seek="noninferiority"))
+    assert sought.adaptive.plan_kwargs()["seek"] == "noninferiority" and sought.spec_hash != spec.spec_hash
+    assert type(sought).from_stored(sought.to_dict()).adaptive == sought.adaptive
 
 
 @pytest.mark.parametrize(
@@ -202,6 +208,7 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
         ({"margin": 0.05, "min_seeds": 5, "max_seeds": 3}, {}, "`adaptive.max_seeds` must be >= `adaptive.min_seeds`"),
         ({"margin": 0.05, "spending": "linear"}, {}, "`adaptive.spending` must be one of"),
         ({"margin": 0.05, "futility": 0.6}, {}, "`adaptive.futility` (a conditional power) must be in (0, 0.5)"),
+        ({"margin": 0.05, "seek": "inferior"}, {}, "`adaptive.seek` must be one of"),
         ({"margin": 0.05, "min_seeds": 2, "budget": 5}, {}, "`adaptive.budget` must cover the first round (6 runs"),
         ({"margin": 0.05, "seeds": 3}, {}, "Unknown key 'adaptive.seeds'. Did you mean 'adaptive.min_seeds'?"),
         ({"margin": 0.05}, {"frozen_layers": [1, 2]}, "needs 0 in `grid.frozen_layers`"),

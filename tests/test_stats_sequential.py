@@ -193,6 +193,25 @@ def test_a_futility_threshold_stops_a_cell_whose_conditional_power_is_below_it()
         SequentialPlan(margin=0.01, futility=0.5)
 
 
+@pytest.mark.parametrize("futility", [None, 0.1])
+def test_seeking_noninferiority_only_stops_a_cell_that_could_only_be_shown_inferior(futility):
+    # Estimate -0.02 (margin 0.01), SE 0.004, all seeds, at the first of the looks 4, 6, 8, 10: the upper bound
+    # at the O'Brien-Fleming boundary is still above -0.01 (not yet inferior), at 10 seeds it would very likely
+    # fall below it (conditional power ~0.9), while non-inferiority is out of reach (power ~0).
+    def first_look(seek: str) -> pd.Series:
+        plan = SequentialPlan(margin=0.01, min_seeds=4, max_seeds=10, seeds_per_round=2, futility=futility, seek=seek)
+        history = SequentialHistory([(100, 1)], plan, reference=0, population="task")
+        history.step(1, pd.DataFrame({"train_size": [100], "frozen_layers": [1], "estimate": [-0.02], "se": [0.004],
+                                      "df": [30.0], "se_item": [0.0]}))  # fmt: skip
+        return history.table().iloc[0]
+
+    either, sought = first_look("either"), first_look("noninferiority")
+    assert either["upper"] > -0.01 and either["decision"] == "open"
+    assert sought["decision"] == "exhausted" and "be shown non-inferior" in sought["procedure"]
+    with pytest.raises(ModelFitError, match="seek"):
+        SequentialPlan(margin=0.01, seek="inferior")
+
+
 def test_replay_uses_only_the_runs_an_adaptive_study_would_have_run():
     runs = _study(3, EFFECTS, sd=0.004)
     played = replay(runs, None, PLAN)

@@ -21,10 +21,15 @@ from typing import Any
 from freezestats.spec.grid import GridSpec
 from freezestats.spec.parser import _Parser
 
-__all__ = ["SPENDING", "AdaptiveSpec", "parse_adaptive"]
+__all__ = ["SEEK", "SPENDING", "AdaptiveSpec", "parse_adaptive"]
 
 SPENDING = ("obrien_fleming", "pocock")
 """How the error rate is spent over the looks: O'Brien-Fleming (strict early looks) or Pocock (even)."""
+
+SEEK = ("either", "noninferiority")
+"""Which decision more seeds may be spent to reach: either one (non-inferior or inferior), or non-inferiority only
+(a cell that could be shown inferior but not non-inferior stops, as exhausted: its answer to "is it non-inferior?"
+is already no claim)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class AdaptiveSpec:
     budget: int | None = None
     spending: str = "obrien_fleming"
     futility: float | None = None
+    seek: str = "either"
 
     def plan_kwargs(self) -> dict[str, Any]:
         """The keywords of :class:`freezestats.stats.sequential.SequentialPlan` (the budget is the runner's)."""
@@ -53,13 +59,14 @@ class AdaptiveSpec:
             "seeds_per_round": self.seeds_per_round,
             "spending": self.spending,
             "futility": self.futility,
+            "seek": self.seek,
         }
 
     def stored_form(self) -> dict[str, Any]:
         """What the study stores and hashes: every key, ``budget`` and ``futility`` only when set (TOML has no
-        null; a study stored before ``futility`` existed keeps its hash)."""
+        null) and ``seek`` only when not ``either``, so a study stored before either key existed keeps its hash."""
         stored = {**self.plan_kwargs(), "budget": self.budget}
-        return {k: v for k, v in stored.items() if v is not None}
+        return {k: v for k, v in stored.items() if v is not None and not (k == "seek" and v == "either")}
 
     def seed_ladder(self, grid_seeds: tuple[int, ...]) -> tuple[int, ...]:
         """The seeds a cell draws, in order: ``grid.seeds`` as listed, then the integers after their largest.
@@ -100,6 +107,7 @@ def parse_adaptive(p: _Parser, raw: Mapping[str, Any], grid: GridSpec, n_tasks: 
         budget=None if budget is None else p.integer(budget, "adaptive.budget", low=1),
         spending=p.choice(table.get("spending", d.spending), "adaptive.spending", SPENDING),
         futility=_futility(p, table.get("futility")),
+        seek=p.choice(table.get("seek", d.seek), "adaptive.seek", SEEK),
     )
     _check_grid(p, spec, grid, raw, n_tasks)
     return spec

@@ -27,7 +27,11 @@ stop without a rejection only removes chances to reject; nothing is passed along
   maximum": a conditional-power futility stop whose threshold is at most :math:`\Phi(-2) \approx 2.3\%`
   (``_cannot_close``). With the plan's ``futility`` set, the stop reads the conditional power itself: the
   chance, were the truth the current estimate, that the interval at ``max_seeds`` excludes :math:`-m` on
-  either side (``_conditional_power``), and stops below ``futility``.
+  either side (``_conditional_power``), and stops below ``futility``. With the plan's ``seek`` set to
+  ``"noninferiority"``, both rules read the non-inferior side only: a depth that could still be shown
+  inferior, but not non-inferior, gets no more seeds (the user's question, "is it non-inferior?", has its
+  answer, no claim, already; the inferior claim it would buy costs seeds and changes no non-inferiority
+  decision). It is still claimed inferior at a look where its bound already shows it.
 
 Both are non-binding: the efficacy boundaries are the spending function's alone, computed as if no cell ever
 stopped for futility (nothing is relaxed for the paths a futility stop removes), so the familywise error is
@@ -147,10 +151,12 @@ class SequentialHistory:
 
 
 def _futility_rule(plan: SequentialPlan) -> str:
-    """The ``exhausted`` stop in words, so the label names the threshold the study used."""
+    """The ``exhausted`` stop in words, so the label names the threshold and the side the study used."""
+    close = "close" if plan.seek == "either" else "be shown non-inferior"
     if plan.futility is None:
-        return "exhausted: open at max_seeds, or unable to close by then even one SE better (conditional power <= 2.3%)"
-    return f"exhausted: open at max_seeds, or conditional power to close by then below {plan.futility:g}"
+        return (f"exhausted: open at max_seeds, or unable to {close} by then even one SE better (conditional "
+                "power <= 2.3%)")  # fmt: skip
+    return f"exhausted: open at max_seeds, or conditional power to {close} by then below {plan.futility:g}"
 
 
 def _blank(cell: tuple[int, int], reference: int) -> dict:
@@ -193,7 +199,12 @@ def _cannot_close(contrast: dict, sides: tuple[LookContrast, LookContrast], leve
         se_max, _ = _at_max_seeds(contrast, look, sides, plan)
         hopeful = look.estimate + sign * look.se
         closes.append(sign * (hopeful + plan.margin) > q * se_max)
-    return not any(closes)
+    return not any(closes[: _sides_sought(plan)])
+
+
+def _sides_sought(plan: SequentialPlan) -> int:
+    """How many of (non-inferior, inferior) the futility stop keeps a cell open for: both, or the first only."""
+    return 1 if plan.seek == "noninferiority" else 2
 
 
 def _at_max_seeds(contrast: dict, look: LookContrast, sides: tuple[LookContrast, LookContrast],
@@ -212,7 +223,7 @@ def _futile(contrast: dict, sides: tuple[LookContrast, LookContrast], level: flo
     """The plan's futility stop: the lenient one-SE rule, or conditional power below ``plan.futility``."""
     if plan.futility is None:
         return _cannot_close(contrast, sides, level, plan)
-    return max(_conditional_power(contrast, sides, level, plan)) < plan.futility
+    return max(_conditional_power(contrast, sides, level, plan)[: _sides_sought(plan)]) < plan.futility
 
 
 def _conditional_power(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,

@@ -22,7 +22,10 @@ class SequentialPlan:
     in :func:`~freezestats.stats.inference.task_family.task_noninferiority`) are the fixed analysis's. A cell
     is first decided at ``min_seeds`` paired seeds (>= 2: a contrast's spread needs two), then after every
     ``seeds_per_round`` more, and never gets more than ``max_seeds``. ``spending`` names the Lan–DeMets
-    function (:data:`~freezestats.stats.sequential.spending.SPENDING_FUNCTIONS`).
+    function (:data:`~freezestats.stats.sequential.spending.SPENDING_FUNCTIONS`). ``futility`` and ``seek`` set
+    the non-binding stop of a cell (:mod:`~freezestats.stats.sequential.history`): ``seek="either"`` keeps a cell
+    while it can still be shown non-inferior or inferior, ``"noninferiority"`` only while it can be shown
+    non-inferior.
     """
 
     margin: float
@@ -32,6 +35,7 @@ class SequentialPlan:
     seeds_per_round: int = 1
     spending: str = "obrien_fleming"
     futility: float | None = None
+    seek: str = "either"
 
     def __post_init__(self) -> None:
         if not self.margin > 0 or not 0 < self.alpha < 0.5:
@@ -45,6 +49,8 @@ class SequentialPlan:
         if self.futility is not None and not 0 < self.futility < 0.5:
             raise ModelFitError(f"SequentialPlan: futility (a conditional power) must be in (0, 0.5), but got "
                                 f"{self.futility!r}.")  # fmt: skip
+        if self.seek not in ("either", "noninferiority"):
+            raise ModelFitError(f"SequentialPlan: seek must be 'either' or 'noninferiority', but got {self.seek!r}.")
         if self.spending not in SPENDING_FUNCTIONS:
             raise ModelFitError(f"SequentialPlan: spending must be one of {list(SPENDING_FUNCTIONS)}, but got "
                                 f"{self.spending!r}.")  # fmt: skip
