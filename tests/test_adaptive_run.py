@@ -253,6 +253,7 @@ def test_run_decides_early_where_it_can_and_spends_seeds_where_it_cannot(
 ) -> None:
     assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir, "--adaptive") == 0
     out = capsys.readouterr().out
+    assert "one-SE futility stop, seeking either decision." in out  # the plan's stop, as the run starts
     # Round 1: two seeds for all three cells; depth 2 (-0.20) is inferior at once, depth 1 (-0.01) still open.
     # Round 2: a third seed for depth 1 and the reference only; then depth 1 is non-inferior: stop.
     counts = _complete(storage)
@@ -405,6 +406,7 @@ def test_the_real_statistics_drive_the_loop(
     monkeypatch.setattr(runner_module, "run_cell", noisy)
     assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir, "--adaptive") == 0
     out = capsys.readouterr().out
+    assert "one-SE futility stop, seeking either decision." in out  # the plan's stop, as the run starts
     counts = _complete(storage)
     assert set(counts.values()) == {1} and len(ran) == sum(counts.values())
     per_depth = Counter(key.split("|")[1] for key in counts)

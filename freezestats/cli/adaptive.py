@@ -63,9 +63,11 @@ def run_adaptively(
     if plan is None:
         raise SpecError(f"Study '{spec.name}' has no [adaptive] table ({spec.source}).")
     budget = "no budget" if plan.budget is None else f"budget {plan.budget} runs"
+    stop = "one-SE futility stop" if plan.futility is None else f"futility stop below power {plan.futility:g}"
+    sought = "either decision" if plan.seek == "either" else "non-inferiority only"
     print(
         f"Adaptive: margin {plan.margin:g}, alpha {plan.alpha:g} ({plan.spending}), {plan.min_seeds}..{plan.max_seeds} "
-        f"seeds per cell, {plan.seeds_per_round} per round, {budget}."
+        f"seeds per cell, {plan.seeds_per_round} per round, {budget}; {stop}, seeking {sought}."
     )
     result = run_adaptive(
         spec,
