@@ -7,8 +7,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 run="${1:?usage: resume.sh RUN_DIR [DATA_DIR] [-- run flags]}"
-data="${2:-$here/../../../shared/data/glue}"
-shift $(( $# >= 2 ? 2 : 1 )); [ "${1:-}" = "--" ] && shift
+shift
+data="$here/../../../shared/data/glue"
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then data="$1"; shift; fi
+if [ $# -gt 0 ] && [ "$1" = "--" ]; then shift; fi
 mkdir -p "$run"
 run="$(cd "$run" && pwd)"
 [ -f "$run/study.db" ] || [ ! -f "$here/study.db" ] || { cp "$here/study.db" "$run/"; cp -r "$here/study.db.artifacts" "$run/"; }
