@@ -89,10 +89,15 @@ _TASKS: dict[str, RealisticTask] = {}  # the two scenarios made concrete, once p
 _OPTIONS: dict[str, str] = {"failure_rates": "pooled"}  # the contrasts' options, set per process by _start
 
 
-def _covers(table: pd.DataFrame, truth: dict[tuple[int, int], float]) -> pd.Series:
+def _truths(table: pd.DataFrame, truth: dict[tuple[int, int], float]) -> pd.Series:
+    """Each contrast's truth, on the table's index."""
     keys = zip(table["train_size"].astype(int), table["frozen_layers"].astype(int), strict=True)
-    target = np.array([truth[key] for key in keys])
-    return pd.Series((table["ci_low"].to_numpy() <= target) & (target <= table["ci_high"].to_numpy()), table.index)
+    return pd.Series([truth[key] for key in keys], index=table.index, dtype=float)
+
+
+def _covers(table: pd.DataFrame, truth: dict[tuple[int, int], float]) -> pd.Series:
+    target = _truths(table, truth)
+    return (table["ci_low"] <= target) & (target <= table["ci_high"])
 
 
 def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
@@ -112,8 +117,7 @@ def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
         model, error = None, type(exc).__name__
     collapsed = _collapsed(runs)
     covered = _covers(task, study.truth_task)
-    keys = zip(task["train_size"].astype(int), task["frozen_layers"].astype(int), strict=True)
-    truths = pd.Series([study.truth_task[key] for key in keys], index=task.index)
+    truths = _truths(task, study.truth_task)
     half = stats.t.ppf(0.975, task["df"].clip(lower=1)) * task["se"]
     delta = np.abs(task["estimate"] - truths) <= half  # the same contrast's symmetric delta-method interval
     rows = []

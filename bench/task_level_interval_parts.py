@@ -21,7 +21,6 @@ on the same simulator (``blog_shaped``, collapsed runs and the analysis's own fa
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import platform
 import sys
 import time
@@ -34,14 +33,9 @@ import pandas as pd
 from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.simulation.realistic import blog_shaped, realistic_task, simulate_realistic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/flops.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: flops.py and the coverage bench
+import coverage_task_level  # the analysis's failure flags on simulated runs, as the coverage bench sets them
 import flops  # the CPU's name, as every bench gives it
-
-# the coverage bench's failure flags (the analysis's binomial rule), loaded by path like the bench loads coverage.py
-_path = Path(__file__).resolve().with_name("coverage_task_level.py")
-_spec = importlib.util.spec_from_file_location("bench_coverage_task_level", _path)
-coverage_task_level = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(coverage_task_level)  # type: ignore[union-attr]
 
 
 def parts(n_studies: int, seeds: int) -> pd.DataFrame:

@@ -181,11 +181,12 @@ def test_the_stacked_pass_and_each_run_alone_give_the_lone_models_logits(tiny_mo
     mask[1, 6:] = 0
     mask[3, 3:] = 0
     inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+    shared = {name: value.unsqueeze(0) for name, value in inputs.items()}  # one batch for every run
     with torch.no_grad():
-        together = stacked.logits({name: value.unsqueeze(0) for name, value in inputs.items()})
+        together = stacked.logits(shared)
         for k, model in enumerate(models):
             with stacked.alone(k):
-                alone = stacked.logits({name: value.unsqueeze(0) for name, value in inputs.items()})
+                alone = stacked.logits(shared)
             expected = model(**inputs).logits
             torch.testing.assert_close(alone[0], expected, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(together[k], expected, rtol=1e-5, atol=1e-6)
