@@ -54,10 +54,11 @@ import pandas as pd
 from scipy import special
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats.failures.rate_posterior import MIN_ESS, RatePosterior, sample_rate_posterior
 from freezestats.stats.models.laplace import fit_binomial_laplace
 from freezestats.stats.models.laplace_layout import RandomTerm
 
-__all__ = ["Cell", "pooled_failure_probabilities"]
+__all__ = ["Cell", "pooled_failure_fit", "pooled_failure_probabilities"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size)
 _ZERO_SD = 1e-4  # lme4's isSingular tolerance, as laplace.py reports boundary SDs
@@ -75,13 +76,24 @@ def pooled_failure_probabilities(
 
     Raises :class:`ModelFitError` when the GLMM cannot be fitted (the caller may fall back to another model).
     """
+    p_fail, rows, _ = pooled_failure_fit(runs, failed, level_sd, posterior=False)
+    return p_fail, rows
+
+
+def pooled_failure_fit(
+    runs: pd.DataFrame, failed: np.ndarray, level_sd: float | None = None, *, posterior: bool = True
+) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None], RatePosterior | None]:
+    """:func:`pooled_failure_probabilities`, plus the coefficients' posterior given the fitted SDs
+    (:mod:`~freezestats.stats.failures.rate_posterior`), which the task-level contrast's failure part reads its
+    interval from; None where every P is 0 or 1 by rule, or where the draws are too few to trust
+    (:data:`~freezestats.stats.failures.rate_posterior.MIN_ESS`), or not asked for (``posterior=False``)."""
     levels = runs["frozen_layers"].to_numpy()
     sizes = runs["train_size"].to_numpy()
     keys = list(zip(levels.tolist(), sizes.tolist(), strict=True))
     failed = np.asarray(failed, dtype=bool)
     if not failed.any() or failed.all():  # nothing to estimate: P is 0 (or 1) everywhere, exactly
         value = 1.0 if failed.any() else 0.0
-        return {key: value for key in keys}, {key: None for key in keys}
+        return {key: value for key in keys}, {key: None for key in keys}, None
     x = np.ones((len(keys), 1))
     components = {  # name -> (codes, number of levels)
         name: (codes, len(uniques))
@@ -103,19 +115,20 @@ def pooled_failure_probabilities(
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model could not be fitted ({err})") from None
     # Z and G^-1 of the components that are not at zero; a zero SD fixes its effects at 0 with no error
-    z_blocks, g_inv, eta = [], [], x @ fit.beta
+    z_blocks, g_inv, eta, theta = [], [], x @ fit.beta, [np.asarray(fit.beta, dtype=float)]
     start = 0
     for term, sd in zip(terms, fit.sd, strict=True):
         codes, n_levels = components[term.name]
         eta = eta + fit.modes[start : start + n_levels][codes]
-        start += n_levels
         if sd > _ZERO_SD:
             z_blocks.append(np.eye(n_levels)[codes])
             g_inv.extend([1.0 / float(sd) ** 2] * n_levels)
+            theta.append(np.asarray(fit.modes[start : start + n_levels], dtype=float))
+        start += n_levels
     p = special.expit(eta)
     design = np.column_stack([x, *z_blocks])
-    penalty = np.diag(np.concatenate([np.zeros(x.shape[1]), g_inv]))
-    information = design.T @ ((p * (1 - p))[:, None] * design) + penalty
+    prior_precision = np.concatenate([np.zeros(x.shape[1]), g_inv])
+    information = design.T @ ((p * (1 - p))[:, None] * design) + np.diag(prior_precision)
     try:
         cov = np.linalg.inv(information)
     except np.linalg.LinAlgError as err:
@@ -124,4 +137,13 @@ def pooled_failure_probabilities(
     first = np.flatnonzero(~pd.Series(keys).duplicated().to_numpy())
     p_fail = {keys[i]: float(p[i]) for i in first}
     rows: dict[Cell, tuple[np.ndarray, np.ndarray] | None] = {keys[i]: (design[i], cov) for i in first}
-    return p_fail, rows
+    if not posterior:
+        return p_fail, rows, None
+    counts = pd.DataFrame({"cell": keys, "failed": y}).groupby("cell", sort=False)["failed"].agg(["sum", "size"])
+    try:
+        draws = sample_rate_posterior({keys[i]: design[i] for i in first},
+                                          {cell: (int(n), int(m)) for cell, (n, m) in counts.iterrows()},
+                                          np.concatenate(theta), cov, prior_precision)  # fmt: skip
+    except np.linalg.LinAlgError:  # a covariance no proposal can be built on: the caller's fallback
+        return p_fail, rows, None
+    return p_fail, rows, (draws if draws.ess >= MIN_ESS else None)

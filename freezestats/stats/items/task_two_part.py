@@ -48,19 +48,22 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
+from freezestats.stats.failures.pooled_rates import pooled_failure_fit
+from freezestats.stats.failures.rate_posterior import RatePosterior
 from freezestats.stats.failures.slope_rates import slope_failure_probabilities, slope_failure_sides
 from freezestats.stats.failures.two_part import failed_mean, failure_sides, joined_se
 
 __all__ = ["FAILURE_RATES", "FailureParts", "failure_parts", "with_failure_part"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size), as pooled_failure_probabilities keys its cells
-FailureRates = Literal["pooled", "slope"]
+FailureRates = Literal["pooled", "pooled_wilson", "slope"]
 #: How the failure part estimates the two cells' failure rates: ``pooled``, the binomial GLMM over the pair's
-#: sizes (:mod:`~freezestats.stats.failures.pooled_rates`, Wilson at the effective n, MOVER); ``slope``, Firth's
-#: depth x log2-size logistic fit of the pair (:mod:`~freezestats.stats.failures.slope_rates`, profile intervals,
-#: MOVER).
-FAILURE_RATES: tuple[str, ...] = ("pooled", "slope")
+#: sizes (:mod:`~freezestats.stats.failures.pooled_rates`), the failure part's interval from the two rates drawn
+#: jointly from it (:mod:`~freezestats.stats.failures.rate_posterior`); ``pooled_wilson``, the same model with each
+#: rate's Wilson interval at its effective n, joined by MOVER (the default before 2026-11-26, kept for the
+#: benches' comparison); ``slope``, Firth's depth x log2-size logistic fit of the pair
+#: (:mod:`~freezestats.stats.failures.slope_rates`, profile intervals, MOVER).
+FAILURE_RATES: tuple[str, ...] = ("pooled", "pooled_wilson", "slope")
 #: The SD of the depth's and the reference's effects in the pair's pooled failure model, given, not estimated: two
 #: levels cannot estimate it (:mod:`~freezestats.stats.failures.pooled_rates`, "Two levels").
 PAIR_LEVEL_SD = 2.5
@@ -76,16 +79,19 @@ class FailureParts:
     failed: dict[Cell, tuple[float, float, float]]
     healthy: dict[Cell, float]
     bounds: dict[Cell, tuple[float, float]] | None = None  # the slope model's P intervals; None: pooled
+    posterior: RatePosterior | None = None  # the pooled model's joint draws; None: Wilson-MOVER sides
 
 
-def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) -> tuple[dict, dict, dict | None]:
-    """``(P, (row, Cov), P intervals)`` per cell from the chosen failure-rate model (:data:`FAILURE_RATES`)."""
+def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) -> tuple:
+    """``(P, (row, Cov), P intervals, joint draws)`` per cell from the chosen failure-rate model
+    (:data:`FAILURE_RATES`); the intervals are the slope model's, the draws the pooled model's."""
     if failure_rates == "slope":
         rates = slope_failure_probabilities(runs, failed)
-        return rates.p, rates.rows, rates.bounds
-    if failure_rates != "pooled":
+        return rates.p, rates.rows, rates.bounds, None
+    if failure_rates not in ("pooled", "pooled_wilson"):
         raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
-    return (*pooled_failure_probabilities(runs, failed, level_sd=PAIR_LEVEL_SD), None)
+    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=failure_rates == "pooled")
+    return p, rows, None, posterior
 
 
 def failure_parts(runs: pd.DataFrame, response: str, failure_rates: FailureRates = "pooled") -> FailureParts | None:
@@ -102,7 +108,7 @@ def failure_parts(runs: pd.DataFrame, response: str, failure_rates: FailureRates
     failed = runs["failed"].fillna(False).astype(bool).to_numpy()
     if not failed.any():
         return None
-    p, p_rows, bounds = _rates(runs, failed, failure_rates)
+    p, p_rows, bounds, posterior = _rates(runs, failed, failure_rates)
     values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
     cells = list(zip(runs["frozen_layers"].astype(int), runs["train_size"].astype(int), strict=True))
     frame = pd.DataFrame({"cell": cells, "size": [n for _, n in cells], "y": values, "failed": failed})
@@ -119,7 +125,7 @@ def failure_parts(runs: pd.DataFrame, response: str, failure_rates: FailureRates
         return {tuple(map(int, k)): v for k, v in values.items()}
 
     return FailureParts(p=keyed(p), p_rows=keyed(p_rows), failed=failed_means, healthy=healthy,
-                        bounds=None if bounds is None else keyed(bounds))  # fmt: skip
+                        bounds=None if bounds is None else keyed(bounds), posterior=posterior)  # fmt: skip
 
 
 def with_failure_part(
@@ -154,7 +160,10 @@ def with_failure_part(
     weight = 1.0 - (p_k + p_0) / 2
     known = [(weight**2 * healthy_pairs["se"] ** 2, healthy_pairs["df"]), (p_k**2 * v_bk, df_bk),
              (p_0**2 * v_b0, df_b0)]  # fmt: skip
-    if parts.bounds is None:
+    if parts.posterior is not None:
+        v_fail, low, high = _posterior_sides(parts, ((k, p_k, row_k), (r, p_0, parts.p_rows[r])),
+                                             (b_k - h_k, -(b_0 - h_0)), confidence)  # fmt: skip
+    elif parts.bounds is None:
         v_fail, low, high = failure_sides(((p_k, row_k), (p_0, parts.p_rows[r])), (b_k - h_k, b_0 - h_0),
                                           confidence)  # fmt: skip
     else:  # the slope model's own intervals; a depth entering whole has no failure term
@@ -168,3 +177,21 @@ def with_failure_part(
     return {**healthy_pairs, "estimate": float(estimate), "se": se, "df": df, "se_lower": se_lower,
             "df_lower": df_lower, "se_upper": se_upper, "df_upper": df_upper, "p_fail": p_k,
             "p_fail_reference": p_0}  # fmt: skip
+
+
+def _posterior_sides(parts: FailureParts, cells: tuple, weights: tuple[float, float],
+                     confidence: float) -> tuple[float, float, float]:  # fmt: skip
+    """The failure part's delta-method variance and its interval's lower and upper half-widths, read from the
+    pooled model's joint draws (:mod:`~freezestats.stats.failures.rate_posterior`): the equal-tailed interval of
+    :math:`F` over the draws, measured from :math:`F` at the mode (a side that the draws put on the estimate's
+    other side counts as 0). ``cells`` are ``(cell, P, (row, Cov) or None)`` of the depth and the reference; a
+    cell with no row (P 0 or 1 by rule, or a depth entering whole) adds nothing, as in
+    :func:`~freezestats.stats.failures.two_part.failure_sides`."""
+    terms = [(cell, p, row, w) for (cell, p, row), w in zip(cells, weights, strict=True) if row is not None]
+    if not terms:
+        return 0.0, 0.0, 0.0
+    gradient = sum(w * p * (1 - p) * row[0] for _, p, row, w in terms)
+    variance = float(gradient @ terms[0][2][1] @ gradient)
+    at_mode = sum(w * p for _, p, _, w in terms)
+    low, high = parts.posterior.interval([(cell, w) for cell, _, _, w in terms], confidence)
+    return variance, max(at_mode - low, 0.0), max(high - at_mode, 0.0)
