@@ -29,7 +29,12 @@ so it is exact for the analysis's own flags (the binomial rule against the major
   estimated: estimated from two levels it often came out near zero and pulled the depth's rate to the
   reference's, which made deep depths at 100 examples look 0.4-1.1 points better than they are. Its interval from
   :func:`~freezestats.stats.failures.two_part.failure_sides` (Wilson at the effective number of runs, MOVER
-  over the two terms): not symmetric, since a rate near 0 has room above it and none below.
+  over the two terms): not symmetric, since a rate near 0 has room above it and none below. That keeps the lower
+  side 4-5 points long at 1000 examples even for depths that fail exactly as often as the reference: the two
+  cells share their intercept and size effect, and MOVER cannot let the reference's rate rise with the depth's.
+  ``failure_rates="pooled_joint"`` reads the interval from the two rates drawn jointly instead
+  (:mod:`~freezestats.stats.failures.rate_posterior`), which ends that over-coverage but under-covers at 100
+  examples (``bench/results/coverage_task_level_joint.txt``), so it is an option, not the default.
 
 The pooling is in the failure rates only, over the two depths' sizes, never over other depths: a depth's contrast is
 the same whichever other depths the study ran. A depth with fewer than two healthy runs (most of its runs failed,
@@ -56,14 +61,14 @@ from freezestats.stats.failures.two_part import failed_mean, failure_sides, join
 __all__ = ["FAILURE_RATES", "FailureParts", "failure_parts", "with_failure_part"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size), as pooled_failure_probabilities keys its cells
-FailureRates = Literal["pooled", "pooled_wilson", "slope"]
+FailureRates = Literal["pooled", "pooled_joint", "slope"]
 #: How the failure part estimates the two cells' failure rates: ``pooled``, the binomial GLMM over the pair's
-#: sizes (:mod:`~freezestats.stats.failures.pooled_rates`), the failure part's interval from the two rates drawn
-#: jointly from it (:mod:`~freezestats.stats.failures.rate_posterior`); ``pooled_wilson``, the same model with each
-#: rate's Wilson interval at its effective n, joined by MOVER (the default before 2026-11-26, kept for the
-#: benches' comparison); ``slope``, Firth's depth x log2-size logistic fit of the pair
-#: (:mod:`~freezestats.stats.failures.slope_rates`, profile intervals, MOVER).
-FAILURE_RATES: tuple[str, ...] = ("pooled", "pooled_wilson", "slope")
+#: sizes (:mod:`~freezestats.stats.failures.pooled_rates`, Wilson at the effective n, MOVER); ``pooled_joint``, the
+#: same model with the failure part's interval from the two rates drawn jointly from it
+#: (:mod:`~freezestats.stats.failures.rate_posterior`: in the band at 500-1000 examples, but below it at 100, so
+#: not the default; ``bench/results/coverage_task_level_joint.txt``); ``slope``, Firth's depth x log2-size
+#: logistic fit of the pair (:mod:`~freezestats.stats.failures.slope_rates`, profile intervals, MOVER).
+FAILURE_RATES: tuple[str, ...] = ("pooled", "pooled_joint", "slope")
 #: The SD of the depth's and the reference's effects in the pair's pooled failure model, given, not estimated: two
 #: levels cannot estimate it (:mod:`~freezestats.stats.failures.pooled_rates`, "Two levels").
 PAIR_LEVEL_SD = 2.5
@@ -79,7 +84,7 @@ class FailureParts:
     failed: dict[Cell, tuple[float, float, float]]
     healthy: dict[Cell, float]
     bounds: dict[Cell, tuple[float, float]] | None = None  # the slope model's P intervals; None: pooled
-    posterior: RatePosterior | None = None  # the pooled model's joint draws; None: Wilson-MOVER sides
+    posterior: RatePosterior | None = None  # pooled_joint's draws; None: the Wilson-MOVER or the slope sides
 
 
 def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) -> tuple:
@@ -88,9 +93,9 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
     if failure_rates == "slope":
         rates = slope_failure_probabilities(runs, failed)
         return rates.p, rates.rows, rates.bounds, None
-    if failure_rates not in ("pooled", "pooled_wilson"):
+    if failure_rates not in ("pooled", "pooled_joint"):
         raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
-    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=failure_rates == "pooled")
+    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=failure_rates == "pooled_joint")
     return p, rows, None, posterior
 
 
