@@ -37,11 +37,11 @@ The runs' ``failed`` flags are the analysis's own (``flag_failures``, the binomi
 rate on the scored half, as ``freezestats analyze`` judges an accuracy task), not the simulator's knowledge of
 which runs collapsed: a deep depth that scores near the majority rate is flagged too, as in real tables. Where a
 task has failed runs the contrasts are two-part (:mod:`freezestats.stats.items.task_two_part`); ``two-part``
-is the share of contrasts estimated so. ``--failure-rates`` picks the model of the failure part's rates (``pooled``, the
-default, or ``slope``: :data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`), for the task-level and the
-seed-only contrasts alike; ``--baseline`` prints a saved run's task-level coverage, power and familywise error
-beside this one's (``base``, ``base_pow``), which compares the two on the same studies when both ran as many
-(study i draws rng=i).
+is the share of contrasts estimated so. ``--failure-rates`` picks the model of the failure part's rates
+(``pooled``, the default, ``pooled_joint`` or ``slope``: :data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`),
+for the task-level and the seed-only contrasts alike; ``--baseline`` prints a saved run's task-level coverage,
+power and familywise error beside this one's (``base``, ``base_pow``), which compares the two on the same studies
+when both ran as many (study i draws rng=i).
 """
 
 from __future__ import annotations
