@@ -50,25 +50,28 @@ def _cpu() -> str:
 
 
 def replay_task(
-    data: pd.DataFrame, items: pd.DataFrame, task: str, settings: dict, seeds: tuple[int, int, int] = (2, 5, 1)
+    data: pd.DataFrame, items: pd.DataFrame, task: str, settings: dict, plan_options: dict | None = None
 ) -> tuple[str, dict]:
-    """One task's replay with the plan's (min, max, per round) ``seeds``: the per-cell table as text, and its
-    numbers."""
+    """One task's replay with the plan's ``plan_options`` (:class:`SequentialPlan`'s keywords; default min 2,
+    max 5, one seed a round; the margin, where not given, the task metric's default): the per-cell table as
+    text, and its numbers."""
     response = settings["response_of"].get(task, "heldout")
     metric = settings["metric_of"].get(task) or "accuracy"
     runs = data[data["task"] == task].reset_index(drop=True)
     runs = runs.assign(failed=metric_failures(runs, response)[0].to_numpy())
     own = items[items["task"] == task].reset_index(drop=True)
-    low, high, step = seeds
-    plan = SequentialPlan(
-        margin=default_margin(metric), alpha=0.05, min_seeds=low, max_seeds=high, seeds_per_round=step
-    )
+    options = {"margin": default_margin(metric), "alpha": 0.05, "min_seeds": 2, "max_seeds": 5,
+               "seeds_per_round": 1, **{k: v for k, v in (plan_options or {}).items() if v is not None}}  # fmt: skip
+    plan = SequentialPlan(**options)
+    high = plan.max_seeds
     played = replay(runs, own, plan, order="trial", response=response, metric=metric)
     summary = replay_summary(played, plan)
     fixed = fixed_design(runs, own, plan, response=response, metric=metric).set_index(["train_size", "frozen_layers"])
     last = played.sort_values("round").groupby(["train_size", "frozen_layers"]).last()
     lines = [
-        f"\n{task}: {metric} on {response}, margin {plan.margin}, looks at {plan.looks()} seeds",
+        f"\n{task}: {metric} on {response}, margin {plan.margin}, looks at {plan.looks()} seeds"
+        f"{'' if plan.futility_seeds is None else ' (the first futility only)'}, futility stop "
+        f"{'one SE' if plan.futility is None else f'below conditional power {plan.futility:g}'}, seeking {plan.seek}",
         f"     n  depth  fixed({high} seeds): shown  lower  |  adaptive: decision  round  seeds  lower   upper"
         "   at trial",
     ]
@@ -105,6 +108,10 @@ def main() -> None:
     parser.add_argument("--min-seeds", type=int, default=2)
     parser.add_argument("--max-seeds", type=int, default=5)
     parser.add_argument("--seeds-per-round", type=int, default=1)
+    parser.add_argument("--margin", type=float, default=None, help="default: the task metric's (1 or 2 points)")
+    parser.add_argument("--futility", type=float, default=None, help="conditional-power stop (default: one SE)")
+    parser.add_argument("--seek", default="either", choices=("either", "noninferiority"))
+    parser.add_argument("--futility-seeds", type=int, default=None, help="a futility-only look at this many seeds")
     args = parser.parse_args()
     started = time.perf_counter()
     results = pd.read_csv(args.example / "results.csv")
@@ -112,7 +119,10 @@ def main() -> None:
     data, settings = apply_task_metrics(normalize_results(results), items, TASK_METRICS, "heldout", False)
     parts, totals = [], {"runs_adaptive": 0, "runs_fixed": 0, "same_claims": 0, "comparisons": 0}
     for task in args.tasks.split(","):
-        text, numbers = replay_task(data, items, task, settings, (args.min_seeds, args.max_seeds, args.seeds_per_round))
+        options = {"min_seeds": args.min_seeds, "max_seeds": args.max_seeds, "seeds_per_round": args.seeds_per_round,
+                   "margin": args.margin, "futility": args.futility, "seek": args.seek,
+                   "futility_seeds": args.futility_seeds}  # fmt: skip
+        text, numbers = replay_task(data, items, task, settings, options)
         parts.append(text)
         totals = {key: totals[key] + numbers[key] for key in totals}
     seconds = time.perf_counter() - started

@@ -128,11 +128,21 @@ def run(
     max_seeds: int = PLAN.max_seeds,
     futility: float | None = None,
     seek: str = "either",
+    futility_seeds: int | None = None,
 ) -> dict:
     """``n_studies`` studies of each scenario, at ``margin``, the first look at ``min_seeds``, at most ``max_seeds``
-    a cell, the plan's ``futility`` stop and the side it ``seek``s, fixed designs on ``fixed`` seeds (a cell
+    a cell, the plan's ``futility`` stop and the side it ``seek``s (also at a screening look of ``futility_seeds``
+    where set), fixed designs on ``fixed`` seeds (a cell
     simulates the most of those and ``max_seeds``); ``processes`` > 1 runs a pool."""
-    plan = replace(PLAN, margin=margin, min_seeds=min_seeds, max_seeds=max_seeds, futility=futility, seek=seek)
+    plan = replace(
+        PLAN,
+        margin=margin,
+        min_seeds=min_seeds,
+        max_seeds=max_seeds,
+        futility=futility,
+        seek=seek,
+        futility_seeds=futility_seeds,
+    )
     base = replace(blog_shaped(), seeds=max(plan.max_seeds, *fixed))
     tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan, tuple(fixed))
     started = time.perf_counter()
@@ -224,8 +234,7 @@ def report(result: dict) -> str:
         f"{result['processes']} process(es), {result['seconds']:.0f} s",
         f"  {result['machine']}",
         f"  plan: margin {plan['margin']}, familywise alpha {plan['alpha']}, looks at {result['looks']} paired seeds, "
-        f"{plan['spending']} spending, futility stop "
-        f"{'conditional power < ' + str(plan['futility']) if plan.get('futility') else 'one SE (CP <= 2.3%)'}"
+        f"{plan['spending']} spending, {SequentialPlan(**plan).futility_rule()}"
         f"{' to be shown non-inferior' if plan.get('seek') == 'noninferiority' else ' to close either way'}, "
         "task-level contrasts (seeds x items)",
         "\nper comparison of blog_shaped(): power = share of studies naming it non-inferior, inferior = naming it "
@@ -288,13 +297,15 @@ def main() -> None:
     parser.add_argument("--futility", type=float, default=None, help=futility)
     seek = "what the futility stop keeps a cell open for: either decision (default) or noninferiority only"
     parser.add_argument("--seek", default="either", choices=("either", "noninferiority"), help=seek)
+    screen = "a futility-only look at this many seeds, before --min-seeds (default: none)"
+    parser.add_argument("--futility-seeds", type=int, default=None, help=screen)
     parser.add_argument("--fixed-seeds", default="2,4,6,8,10", help="the fixed designs' seeds, comma-separated")
     parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
     compute = lambda: run(args.studies, args.processes, args.margin, args.min_seeds, fixed,  # noqa: E731
-                          args.max_seeds, args.futility, args.seek)  # fmt: skip
+                          args.max_seeds, args.futility, args.seek, args.futility_seeds)  # fmt: skip
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")

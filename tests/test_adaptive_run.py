@@ -196,6 +196,11 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
     sought = parse_spec(_raw(tiny_model, budget=20, spending="pocock", seek="noninferiority"))
     assert sought.adaptive.plan_kwargs()["seek"] == "noninferiority" and sought.spec_hash != spec.spec_hash
     assert type(sought).from_stored(sought.to_dict()).adaptive == sought.adaptive
+    # a screening look: part of the plan and the hash, absent from the stored table when not set
+    screened = parse_spec(_raw(tiny_model, budget=20, spending="pocock", min_seeds=3, futility_seeds=2))
+    assert screened.adaptive.plan_kwargs()["futility_seeds"] == 2 and screened.adaptive.first_seeds == 2
+    assert "futility_seeds" not in spec.to_dict()["adaptive"] and spec.adaptive.first_seeds == spec.adaptive.min_seeds
+    assert type(screened).from_stored(screened.to_dict()).adaptive == screened.adaptive
 
 
 @pytest.mark.parametrize(
@@ -209,6 +214,9 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
         ({"margin": 0.05, "spending": "linear"}, {}, "`adaptive.spending` must be one of"),
         ({"margin": 0.05, "futility": 0.6}, {}, "`adaptive.futility` (a conditional power) must be in (0, 0.5)"),
         ({"margin": 0.05, "seek": "inferior"}, {}, "`adaptive.seek` must be one of"),
+        ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 3}, {}, "`adaptive.futility_seeds` must be < `adapt"),
+        ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 1}, {}, "`adaptive.futility_seeds` must be >= 2"),
+        ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 2, "budget": 5}, {}, "the first round (6 runs: 2 seeds"),
         ({"margin": 0.05, "min_seeds": 2, "budget": 5}, {}, "`adaptive.budget` must cover the first round (6 runs"),
         ({"margin": 0.05, "seeds": 3}, {}, "Unknown key 'adaptive.seeds'. Did you mean 'adaptive.min_seeds'?"),
         ({"margin": 0.05}, {"frozen_layers": [1, 2]}, "needs 0 in `grid.frozen_layers`"),
@@ -253,7 +261,9 @@ def test_run_decides_early_where_it_can_and_spends_seeds_where_it_cannot(
 ) -> None:
     assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir, "--adaptive") == 0
     out = capsys.readouterr().out
-    assert "one-SE futility stop, seeking either decision." in out  # the plan's stop, as the run starts
+    assert (
+        "or unable to close by then even one SE better (conditional power <= 2.3%)." in out
+    )  # the plan's stop, as the run starts
     # Round 1: two seeds for all three cells; depth 2 (-0.20) is inferior at once, depth 1 (-0.01) still open.
     # Round 2: a third seed for depth 1 and the reference only; then depth 1 is non-inferior: stop.
     counts = _complete(storage)
@@ -406,7 +416,9 @@ def test_the_real_statistics_drive_the_loop(
     monkeypatch.setattr(runner_module, "run_cell", noisy)
     assert _run(write_spec(tmp_path, _raw(tiny_model)), storage, glue_dir, "--adaptive") == 0
     out = capsys.readouterr().out
-    assert "one-SE futility stop, seeking either decision." in out  # the plan's stop, as the run starts
+    assert (
+        "or unable to close by then even one SE better (conditional power <= 2.3%)." in out
+    )  # the plan's stop, as the run starts
     counts = _complete(storage)
     assert set(counts.values()) == {1} and len(ran) == sum(counts.values())
     per_depth = Counter(key.split("|")[1] for key in counts)

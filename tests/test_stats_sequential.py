@@ -4,6 +4,8 @@ under optional stopping by a small Monte Carlo, and early decisions where the an
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -210,6 +212,42 @@ def test_seeking_noninferiority_only_stops_a_cell_that_could_only_be_shown_infer
     assert sought["decision"] == "exhausted" and "be shown non-inferior" in sought["procedure"]
     with pytest.raises(ModelFitError, match="seek"):
         SequentialPlan(margin=0.01, seek="inferior")
+
+
+def test_a_screening_look_stops_hopeless_cells_and_tests_nothing():
+    # A futility-only look at 2 seeds before the first test at 4 (looks 2, 4, 6, 8, 10). Estimate -0.05 with SE
+    # 0.004 has no chance to be shown non-inferior at margin 0.01 (exhausted); estimate +0.05 would be shown
+    # non-inferior at any test, but nothing is tested at the screening look: it stays open with no bounds.
+    plan = SequentialPlan(margin=0.01, min_seeds=4, max_seeds=10, seeds_per_round=2, futility=0.1,
+                          seek="noninferiority", futility_seeds=2)  # fmt: skip
+    assert plan.looks() == (2, 4, 6, 8, 10) and plan.efficacy_counts(3) == (4, 6)
+    history = SequentialHistory([(100, 1), (100, 2)], plan, reference=0, population="task")
+    history.step(1, pd.DataFrame({"train_size": [100, 100], "frozen_layers": [1, 2], "estimate": [0.05, -0.05],
+                                  "se": [0.004, 0.004], "df": [1.0, 1.0], "se_item": [0.0, 0.0]}))  # fmt: skip
+    table = history.table().set_index("frozen_layers")
+    assert table.loc[2, "decision"] == "exhausted" and table.loc[1, "decision"] == "open"
+    assert table[["lower", "upper", "p_seq", "fraction"]].isna().all().all()
+    assert (table["seeds"] == 2).all() and (table["look"] == 1).all()
+    assert next_seeds(history.table(), plan)["seeds_target"].tolist() == [4, 4]  # depth 1 and its reference
+    with pytest.raises(ModelFitError, match="futility_seeds"):
+        SequentialPlan(margin=0.01, min_seeds=4, futility_seeds=4)
+
+
+def test_a_screening_look_spends_no_level():
+    # The first test after a screening look has the bounds of the same plan without it: the spending function's
+    # fractions leave the screening look out, so a cell that passes it is tested exactly as before.
+    runs = _study(5, EFFECTS, seeds=9, sd=0.01)
+    screened = replace(PLAN, futility=0.01, futility_seeds=2)
+    with_screen = sequential_decisions(runs[runs["seed"] <= 3], None, screened).set_index(
+        ["train_size", "frozen_layers"]
+    )
+    without = sequential_decisions(runs[runs["seed"] <= 3], None, replace(PLAN, futility=0.01))
+    without = without.set_index(["train_size", "frozen_layers"])
+    passed = with_screen.index[with_screen["look"] == 2]
+    assert len(passed) >= 2
+    pd.testing.assert_frame_equal(with_screen.loc[passed].drop(columns=["look", "procedure"]),
+                                  without.loc[passed].drop(columns=["look", "procedure"]))  # fmt: skip
+    assert with_screen["procedure"].str.endswith("below 0.01 (checked from 2 seeds))").all()  # the label says so
 
 
 def test_replay_uses_only_the_runs_an_adaptive_study_would_have_run():

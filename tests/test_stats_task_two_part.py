@@ -162,3 +162,24 @@ def test_a_contrast_without_spread_is_not_shown_and_has_no_bound() -> None:
     table = task_noninferiority(base, margin=0.02).set_index("frozen_layers")
     assert not table.loc[1, "noninferior"] and table.loc[1, "p_val"] == 1.0 and np.isnan(table.loc[1, "lower"])
     assert np.isfinite(table.loc[2, "lower"])
+
+
+def test_each_contrast_names_how_its_failure_part_got_its_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``failure_sides``: "none" without a failure part, Wilson-MOVER by default, the joint draws where asked, and
+    Wilson-MOVER again, said so, where the draws are too few to trust."""
+    import freezestats.stats.failures.pooled_rates as pooled_rates
+
+    runs, _ = _study()
+    runs = runs[runs["frozen_layers"].isin([0, 6])]
+    options = {"response": "heldout", "metric": "accuracy", "population": "evaluation_set"}
+    assert set(task_level_contrasts(runs.assign(failed=False), None, **options)["failure_sides"]) == {"none"}
+    by_rates = {rates: task_level_contrasts(runs, None, failure_rates=rates, **options)
+                for rates in ("pooled", "pooled_joint")}  # fmt: skip
+    two_part = by_rates["pooled"]["method"].str.startswith("two-part")
+    assert two_part.any()
+    assert set(by_rates["pooled"].loc[two_part, "failure_sides"]) == {"Wilson-MOVER"}
+    assert set(by_rates["pooled_joint"].loc[two_part, "failure_sides"]) == {"joint draws"}
+    monkeypatch.setattr(pooled_rates, "MIN_ESS", 1e9)  # no set of draws is trusted: the fallback
+    fallback = task_level_contrasts(runs, None, failure_rates="pooled_joint", **options)
+    assert set(fallback.loc[two_part.to_numpy(), "failure_sides"]) == {"Wilson-MOVER (joint draws failed)"}
+    assert np.allclose(fallback["ci_low"], by_rates["pooled"]["ci_low"])

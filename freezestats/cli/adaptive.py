@@ -58,16 +58,16 @@ def run_adaptively(
     """
     from freezestats.analysis.adaptive import decide_round
     from freezestats.runner.adaptive import run_adaptive
+    from freezestats.stats.sequential import SequentialPlan
 
     plan = spec.adaptive
     if plan is None:
         raise SpecError(f"Study '{spec.name}' has no [adaptive] table ({spec.source}).")
     budget = "no budget" if plan.budget is None else f"budget {plan.budget} runs"
-    stop = "one-SE futility stop" if plan.futility is None else f"futility stop below power {plan.futility:g}"
-    sought = "either decision" if plan.seek == "either" else "non-inferiority only"
+    stop = SequentialPlan(**plan.plan_kwargs()).futility_rule()
     print(
         f"Adaptive: margin {plan.margin:g}, alpha {plan.alpha:g} ({plan.spending}), {plan.min_seeds}..{plan.max_seeds} "
-        f"seeds per cell, {plan.seeds_per_round} per round, {budget}; {stop}, seeking {sought}."
+        f"seeds per cell, {plan.seeds_per_round} per round, {budget}; {stop}."
     )
     result = run_adaptive(
         spec,

@@ -109,7 +109,7 @@ class _Validate(_Command):
             plan, n = spec.adaptive, len(grid) // len(spec.grid.seeds)
             seeds = ", ".join(map(str, plan.seed_ladder(spec.grid.seeds)))
             print(
-                f"  adaptive: {n} cells x {plan.min_seeds}..{plan.max_seeds} seeds = {n * plan.min_seeds}.."
+                f"  adaptive: {n} cells x {plan.first_seeds}..{plan.max_seeds} seeds = {n * plan.first_seeds}.."
                 f"{n * plan.max_seeds} trials, in rounds (seeds in order: {seeds})"
             )
         else:

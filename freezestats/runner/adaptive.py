@@ -111,11 +111,12 @@ def runs_used(study: optuna.Study) -> int:
 def decision_step(study: optuna.Study, prepared: PreparedStudy, decide: Decide) -> StepResult:
     """Decide on the stored trials and enqueue the next round's seeds (none twice; within the budget).
 
-    Every cell has at least ``min_seeds`` (the first round); with finished runs stored, the statistics add the
-    seeds of the cells still open. A round that would take the study past ``adaptive.budget`` is not enqueued.
+    Every cell has at least the first round's seeds (``min_seeds``, or ``futility_seeds`` where set); with
+    finished runs stored, the statistics add the seeds of the cells still open. A round that would take the study
+    past ``adaptive.budget`` is not enqueued.
     """
     adaptive = _plan(prepared.spec)
-    targets = {(c.task, c.train_size, c.frozen_layers): adaptive.min_seeds for c in base_cells(prepared)}
+    targets = {(c.task, c.train_size, c.frozen_layers): adaptive.first_seeds for c in base_cells(prepared)}
     decision = None
     if _finished(study):
         decision = decide(study, prepared.spec)

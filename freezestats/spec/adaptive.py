@@ -1,9 +1,10 @@
 """The spec's ``[adaptive]`` table: run seeds in rounds and stop a cell once its answer is known (issue 32).
 
 A study with this table spends its seeds where the answer is still open: every (task, train size, depth) cell
-first runs ``min_seeds`` seeds, then after each round the sequential non-inferiority test against the reference
-(frozen 0) decides each depth non-inferior, inferior or open, and only the open cells that can still close within
-``max_seeds`` get the next ``seeds_per_round`` seeds. The decisions themselves are the statistics'
+first runs ``min_seeds`` seeds (or first ``futility_seeds``, a futility-only look), then after each round the
+sequential non-inferiority test against the reference (frozen 0) decides each depth non-inferior, inferior or
+open, and only the open cells that can still close within ``max_seeds`` get the next ``seeds_per_round`` seeds.
+The decisions themselves are the statistics'
 (:mod:`freezestats.stats.sequential`); this module only reads and checks the table, and says which seeds a cell
 draws, in which order. The spec may not import the statistics (they sit above it), so :meth:`AdaptiveSpec.plan_kwargs`
 hands the plan over as plain keywords.
@@ -37,6 +38,8 @@ class AdaptiveSpec:
     """How seeds are allocated in rounds: the non-inferiority margin and level, the seeds a cell may use, the budget.
 
     ``budget``: the most runs (trials of grid cells) the whole study may use; ``None``: only ``max_seeds`` bounds it.
+    ``futility_seeds``: a first round of that many seeds (< ``min_seeds``) after which only the futility stop is
+    applied (a cell that cannot be shown non-inferior stops there; nothing is tested and no level spent).
     """
 
     margin: float
@@ -48,6 +51,12 @@ class AdaptiveSpec:
     spending: str = "obrien_fleming"
     futility: float | None = None
     seek: str = "either"
+    futility_seeds: int | None = None
+
+    @property
+    def first_seeds(self) -> int:
+        """The seeds every cell runs in the first round: the screening look's, else ``min_seeds``."""
+        return self.min_seeds if self.futility_seeds is None else self.futility_seeds
 
     def plan_kwargs(self) -> dict[str, Any]:
         """The keywords of :class:`freezestats.stats.sequential.SequentialPlan` (the budget is the runner's)."""
@@ -60,11 +69,13 @@ class AdaptiveSpec:
             "spending": self.spending,
             "futility": self.futility,
             "seek": self.seek,
+            "futility_seeds": self.futility_seeds,
         }
 
     def stored_form(self) -> dict[str, Any]:
-        """What the study stores and hashes: every key, ``budget`` and ``futility`` only when set (TOML has no
-        null) and ``seek`` only when not ``either``, so a study stored before either key existed keeps its hash."""
+        """What the study stores and hashes: every key, ``budget``, ``futility`` and ``futility_seeds`` only when
+        set (TOML has no null) and ``seek`` only when not ``either``, so a study stored before these keys existed
+        keeps its hash."""
         stored = {**self.plan_kwargs(), "budget": self.budget}
         return {k: v for k, v in stored.items() if v is not None and not (k == "seek" and v == "either")}
 
@@ -97,7 +108,12 @@ def parse_adaptive(p: _Parser, raw: Mapping[str, Any], grid: GridSpec, n_tasks: 
     max_seeds = p.integer(table.get("max_seeds", d.max_seeds), "adaptive.max_seeds", low=2)
     if max_seeds < min_seeds:
         raise p.fail(f"`adaptive.max_seeds` must be >= `adaptive.min_seeds`, but got {max_seeds} < {min_seeds}")
-    budget = table.get("budget")
+    budget, screen = table.get("budget"), table.get("futility_seeds")
+    if screen is not None:
+        screen = p.integer(screen, "adaptive.futility_seeds", low=2)
+        if screen >= min_seeds:
+            raise p.fail(f"`adaptive.futility_seeds` must be < `adaptive.min_seeds` (a futility-only look before the "
+                         f"first test), but got {screen} >= {min_seeds}")  # fmt: skip
     spec = AdaptiveSpec(
         margin=margin,
         alpha=alpha,
@@ -108,6 +124,7 @@ def parse_adaptive(p: _Parser, raw: Mapping[str, Any], grid: GridSpec, n_tasks: 
         spending=p.choice(table.get("spending", d.spending), "adaptive.spending", SPENDING),
         futility=_futility(p, table.get("futility")),
         seek=p.choice(table.get("seek", d.seek), "adaptive.seek", SEEK),
+        futility_seeds=screen,
     )
     _check_grid(p, spec, grid, raw, n_tasks)
     return spec
@@ -145,9 +162,9 @@ def _check_grid(p: _Parser, spec: AdaptiveSpec, grid: GridSpec, raw: Mapping[str
         raise p.fail("[adaptive] needs 0 in `grid.frozen_layers`: every depth is compared with the full model")
     if len(grid.frozen_layers) < 2:
         raise p.fail("[adaptive] needs a depth other than 0 in `grid.frozen_layers`: there is nothing to compare")
-    first_round = n_tasks * len(grid.train_sizes) * len(grid.frozen_layers) * spec.min_seeds
+    first_round = n_tasks * len(grid.train_sizes) * len(grid.frozen_layers) * spec.first_seeds
     if spec.budget is not None and spec.budget < first_round:
         raise p.fail(
-            f"`adaptive.budget` must cover the first round ({first_round} runs: min_seeds={spec.min_seeds} for each "
-            f"of {first_round // spec.min_seeds} cells), but got budget={spec.budget}"
+            f"`adaptive.budget` must cover the first round ({first_round} runs: {spec.first_seeds} seeds for each "
+            f"of {first_round // spec.first_seeds} cells), but got budget={spec.budget}"
         )

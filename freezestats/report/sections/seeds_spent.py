@@ -147,10 +147,18 @@ def _intro(plan: dict[str, Any], log: dict[str, Any], n_runs: int) -> str:
     stopped = stops.get(log.get("stopped", ""), "it had not stopped when this report was made")
     budget = "" if plan.get("budget") is None else f", a budget of {plan['budget']} runs"
     return (
-        f"The study ran adaptively: every cell first ran {plan.get('min_seeds', 2)} seeds, then after each round "
+        f"The study ran adaptively: every cell first ran {_first_round(plan)}, then after each round "
         f"only the cells still open got {plan.get('seeds_per_round', 1)} more, up to {plan.get('max_seeds', 10)}"
         f"{budget}. It used {n_runs} runs in {len(log.get('rounds', []))} rounds and stopped because {stopped}."
     )
+
+
+def _first_round(plan: dict[str, Any]) -> str:
+    """The first round in words: ``min_seeds`` seeds, or the screening look's and then ``min_seeds``."""
+    seeds, screen = plan.get("min_seeds", 2), plan.get("futility_seeds")
+    if screen is None:
+        return f"{seeds} seeds"
+    return f"{screen} seeds, a futility-only look stopped the cells that could not close, the others ran {seeds}"
 
 
 def _population(replayed: pd.DataFrame, items: pd.DataFrame | None) -> str:

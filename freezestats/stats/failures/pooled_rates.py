@@ -141,9 +141,9 @@ def pooled_failure_fit(
         return p_fail, rows, None
     counts = pd.DataFrame({"cell": keys, "failed": y}).groupby("cell", sort=False)["failed"].agg(["sum", "size"])
     try:
-        draws = sample_rate_posterior({keys[i]: design[i] for i in first},
-                                          {cell: (int(n), int(m)) for cell, (n, m) in counts.iterrows()},
-                                          np.concatenate(theta), cov, prior_precision)  # fmt: skip
+        draws = sample_rate_posterior({cell: row for cell, (row, _) in rows.items()},
+                                      {cell: (int(n), int(m)) for cell, (n, m) in counts.iterrows()},
+                                      np.concatenate(theta), cov, prior_precision)  # fmt: skip
     except np.linalg.LinAlgError:  # a covariance no proposal can be built on: the caller's fallback
         return p_fail, rows, None
     return p_fail, rows, (draws if draws.ess >= MIN_ESS else None)

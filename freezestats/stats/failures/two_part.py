@@ -50,6 +50,7 @@ Zou, G. Y. & Donner, A. (2008). Construction of confidence limits about effect m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,7 @@ from freezestats.stats.models.mixed import fit_mixed
 __all__ = [
     "TWO_PART_COLUMNS",
     "failed_mean",
+    "failure_delta_variance",
     "failure_sides",
     "failures_within_cells",
     "joined_se",
@@ -305,6 +307,15 @@ def _healthy_variance(k: _Cell, ref: _Cell, weights: tuple[float, float], health
     return w_k**2 * k.healthy_var + w_0**2 * ref.healthy_var, 4.0
 
 
+def failure_delta_variance(terms: Sequence[tuple[float, tuple[np.ndarray, np.ndarray], float]]) -> float:
+    """The delta-method variance of :math:`\\sum_j w_j P_j` for ``terms`` = ``[(P_j, (row_j, Cov), w_j), ...]``
+    over the pooled model's joint vector (:func:`~freezestats.stats.failures.pooled_rates.pooled_failure_fit`:
+    every row shares one ``Cov``); what both the Wilson-MOVER and the joint-draw sides report as the failure
+    part's variance."""
+    gradient = sum(w * p * (1 - p) * row[0] for p, row, w in terms)
+    return float(gradient @ terms[0][1][1] @ gradient)
+
+
 def failure_sides(
     cells: tuple[tuple[float, tuple | None], tuple[float, tuple | None]], gaps: tuple[float, float], confidence: float
 ) -> tuple[float, float, float]:
@@ -323,7 +334,6 @@ def failure_sides(
     p = np.array([p for p, _, _ in known])
     weight = np.array([w for _, _, w in known])
     eta_cov = design @ cov @ design.T
-    gradient = (weight * p * (1 - p)) @ design
     z = stats.norm.ppf(0.5 + confidence / 2)
     below, above = [], []  # each term's distance from its estimate to its interval's lower and upper end
     for p_j, w_j, v_j in zip(p, weight, np.diag(eta_cov), strict=True):
@@ -339,7 +349,7 @@ def failure_sides(
     def joined(d: list[float]) -> float:
         return float(np.sqrt(max(sum(x * x for x in d) + (2 * r * d[0] * d[1] if len(d) == 2 else 0.0), 0.0)))
 
-    v_delta = float(gradient @ cov @ gradient)
+    v_delta = failure_delta_variance([(p_j, row, w_j) for p_j, row, w_j in known])
     # each side takes the longer of the two: Wilson's has room above a P near 0, and the delta method's symmetric
     # width has room for the failure model's own bias, a level that fails more at small sizes lending that to
     # its large sizes (bench/coverage.py, scenario b: frozen 12 vs 0 at n = 1000 covered 0.887 with the delta

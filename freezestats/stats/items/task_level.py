@@ -76,6 +76,7 @@ TASK_CONTRAST_COLUMNS = [
     "df_upper",
     "p_fail",
     "p_fail_reference",
+    "failure_sides",
     "n_pairs",
     "n_items",
     "population",
@@ -154,7 +155,10 @@ def task_level_contrasts(
     pandas.DataFrame
         Columns :data:`TASK_CONTRAST_COLUMNS`, one row per (train size, depth other than the reference) that has
         two or more paired runs. ``item_share`` is the item part's share of the variance (0 for the evaluation
-        set). A contrast with fewer than two pairs is left out (nothing to estimate its spread from).
+        set). ``failure_sides`` says how a two-part contrast's failure part got its interval
+        (:data:`~freezestats.stats.items.task_two_part.FAILURE_SIDES`), including where ``"pooled_joint"`` fell
+        back to Wilson-MOVER. A contrast with fewer than two pairs is left out (nothing to estimate its spread
+        from).
     """
     if population not in POPULATIONS:
         raise ModelFitError(
@@ -251,7 +255,7 @@ def _contrast(
         whole = method == "two-part, depth whole"
         return {**with_failure_part(out, parts, cell, confidence, whole_depth=whole), "method": method}
     return {**out, "se_lower": out["se"], "df_lower": out["df"], "se_upper": out["se"], "df_upper": out["df"],
-            "p_fail": 0.0, "p_fail_reference": 0.0, "method": method}  # fmt: skip
+            "p_fail": 0.0, "p_fail_reference": 0.0, "failure_sides": "none", "method": method}  # fmt: skip
 
 
 def _partial_contrast(

@@ -56,9 +56,9 @@ from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.pooled_rates import pooled_failure_fit
 from freezestats.stats.failures.rate_posterior import RatePosterior
 from freezestats.stats.failures.slope_rates import slope_failure_probabilities, slope_failure_sides
-from freezestats.stats.failures.two_part import failed_mean, failure_sides, joined_se
+from freezestats.stats.failures.two_part import failed_mean, failure_delta_variance, failure_sides, joined_se
 
-__all__ = ["FAILURE_RATES", "FailureParts", "failure_parts", "with_failure_part"]
+__all__ = ["FAILURE_RATES", "FAILURE_SIDES", "FailureParts", "failure_parts", "with_failure_part"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size), as pooled_failure_probabilities keys its cells
 FailureRates = Literal["pooled", "pooled_joint", "slope"]
@@ -69,6 +69,11 @@ FailureRates = Literal["pooled", "pooled_joint", "slope"]
 #: not the default; ``bench/results/coverage_task_level_joint.txt``); ``slope``, Firth's depth x log2-size
 #: logistic fit of the pair (:mod:`~freezestats.stats.failures.slope_rates`, profile intervals, MOVER).
 FAILURE_RATES: tuple[str, ...] = ("pooled", "pooled_joint", "slope")
+#: The failure part's interval, in a contrast's ``failure_sides``: Wilson-MOVER (``pooled``), the joint draws
+#: (``pooled_joint``), Wilson-MOVER where ``pooled_joint`` asked for draws but got none it could trust (effective
+#: sample size below :data:`~freezestats.stats.failures.rate_posterior.MIN_ESS`, or no proposal), or the slope
+#: model's own intervals; "none" where the contrast has no failure part.
+FAILURE_SIDES: tuple[str, ...] = ("Wilson-MOVER", "joint draws", "Wilson-MOVER (joint draws failed)", "slope", "none")
 #: The SD of the depth's and the reference's effects in the pair's pooled failure model, given, not estimated: two
 #: levels cannot estimate it (:mod:`~freezestats.stats.failures.pooled_rates`, "Two levels").
 PAIR_LEVEL_SD = 2.5
@@ -85,6 +90,7 @@ class FailureParts:
     healthy: dict[Cell, float]
     bounds: dict[Cell, tuple[float, float]] | None = None  # the slope model's P intervals; None: pooled
     posterior: RatePosterior | None = None  # pooled_joint's draws; None: the Wilson-MOVER or the slope sides
+    sides: str = "Wilson-MOVER"  # how the failure part's interval was built (:data:`FAILURE_SIDES`)
 
 
 def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) -> tuple:
@@ -114,6 +120,9 @@ def failure_parts(runs: pd.DataFrame, response: str, failure_rates: FailureRates
     if not failed.any():
         return None
     p, p_rows, bounds, posterior = _rates(runs, failed, failure_rates)
+    sides = {"slope": "slope", "pooled": "Wilson-MOVER"}.get(failure_rates) or (
+        "joint draws" if posterior is not None else "Wilson-MOVER (joint draws failed)"
+    )
     values = pd.to_numeric(runs[response], errors="coerce").to_numpy(dtype=float)
     cells = list(zip(runs["frozen_layers"].astype(int), runs["train_size"].astype(int), strict=True))
     frame = pd.DataFrame({"cell": cells, "size": [n for _, n in cells], "y": values, "failed": failed})
@@ -130,7 +139,8 @@ def failure_parts(runs: pd.DataFrame, response: str, failure_rates: FailureRates
         return {tuple(map(int, k)): v for k, v in values.items()}
 
     return FailureParts(p=keyed(p), p_rows=keyed(p_rows), failed=failed_means, healthy=healthy,
-                        bounds=None if bounds is None else keyed(bounds), posterior=posterior)  # fmt: skip
+                        bounds=None if bounds is None else keyed(bounds), posterior=posterior,
+                        sides=sides)  # fmt: skip
 
 
 def with_failure_part(
@@ -181,7 +191,7 @@ def with_failure_part(
     se_upper, df_upper = joined_se(known, (high / z) ** 2)
     return {**healthy_pairs, "estimate": float(estimate), "se": se, "df": df, "se_lower": se_lower,
             "df_lower": df_lower, "se_upper": se_upper, "df_upper": df_upper, "p_fail": p_k,
-            "p_fail_reference": p_0}  # fmt: skip
+            "p_fail_reference": p_0, "failure_sides": parts.sides}  # fmt: skip
 
 
 def _posterior_sides(parts: FailureParts, cells: tuple, weights: tuple[float, float],
@@ -195,8 +205,7 @@ def _posterior_sides(parts: FailureParts, cells: tuple, weights: tuple[float, fl
     terms = [(cell, p, row, w) for (cell, p, row), w in zip(cells, weights, strict=True) if row is not None]
     if not terms:
         return 0.0, 0.0, 0.0
-    gradient = sum(w * p * (1 - p) * row[0] for _, p, row, w in terms)
-    variance = float(gradient @ terms[0][2][1] @ gradient)
+    variance = failure_delta_variance([(p, row, w) for _, p, row, w in terms])
     at_mode = sum(w * p for _, p, _, w in terms)
     low, high = parts.posterior.interval([(cell, w) for cell, _, _, w in terms], confidence)
     return variance, max(at_mode - low, 0.0), max(high - at_mode, 0.0)

@@ -116,7 +116,7 @@ def next_seeds(decisions: pd.DataFrame, plan: SequentialPlan) -> pd.DataFrame:
 
 def ranked_runs(runs: pd.DataFrame, plan: SequentialPlan, *, order: str = "seed") -> pd.DataFrame:
     """``runs`` with each run's ``rank`` in its cell (1 = first, by ``order``), each cell cut to the largest of
-    the plan's looks it has reached (a cell below ``min_seeds`` loses them all: nothing is decided on it yet)."""
+    the plan's looks it has reached (a cell below the first look loses them all: nothing is decided on it yet)."""
     if order not in _ORDERS:
         raise ModelFitError(f"sequential decisions: `order` must be one of {list(_ORDERS)}, but got {order!r}.")
     missing = [c for c in ("train_size", "frozen_layers", "seed", "trial", "failed") if c not in runs.columns]

@@ -98,7 +98,9 @@ class SequentialHistory:
         """Decide look ``look`` (1-based) from the contrasts of the open cells that reached it (other rows are
         ignored); returns the cells decided at this look."""
         plan = self.plan
-        counts = plan.looks()[:look]
+        seeds = plan.looks()[look - 1]
+        counts = plan.efficacy_counts(look)
+        screening = seeds < plan.min_seeds  # futility only: no test, no level spent (plan.futility_seeds)
         given = {(int(r["train_size"]), int(r["frozen_layers"])): r for r in contrasts.to_dict("records")}
         reached = {c: given[c] for c in self.open_cells() if c in given}
         if not reached:
@@ -109,33 +111,47 @@ class SequentialHistory:
             if self.rows[cell]["decision"] == "noninferior":
                 p[i] = 0.0
             elif cell in reached:
-                sides[cell] = _sides(reached[cell], counts, plan.max_seeds)
-                p[i] = sequential_p(sides[cell][0], plan.margin, plan.alpha, plan.spending)
+                sides[cell] = _sides(reached[cell], counts or (seeds,), plan.max_seeds)
+                if not screening:  # NaN: untested, the hypothesis holds its weight
+                    p[i] = sequential_p(sides[cell][0], plan.margin, plan.alpha, plan.spending)
         result = graphical_test(p, self.weights, self.transitions, plan.alpha)
         decided = []
         for i, cell in enumerate(self.cells):
             if cell not in reached:
                 continue
-            row = self._decide(reached[cell], sides[cell], float(result.local_alpha[i]), bool(result.rejected[i]))
-            self.rows[cell].update(row, look=look, seeds=counts[-1], p_seq=float(p[i]))
+            level = float(result.local_alpha[i])
+            if screening:
+                row = self._screen(reached[cell], sides[cell], level, seeds)
+            else:
+                row = self._decide(reached[cell], sides[cell], level, bool(result.rejected[i]), seeds)
+            self.rows[cell].update(row, look=look, seeds=seeds, p_seq=float(p[i]))
             if row["decision"] != "open":
                 decided.append(cell)
         return decided
 
+    def _screen(self, contrast: dict, sides: tuple[LookContrast, LookContrast], level: float, seeds: int) -> dict:
+        """A reached cell at the screening look: exhausted where the futility rule stops it, else open; no bounds
+        (nothing is tested there)."""
+        low = sides[0]
+        spread = np.isfinite(low.se) and low.se > 0 and np.isfinite(sides[1].se) and sides[1].se > 0
+        stop = spread and _futile(contrast, sides, level, self.plan, seeds)
+        return {"estimate": low.estimate, "se": low.se, "df": low.df, "lower": np.nan, "upper": np.nan,
+                "alpha": level, "fraction": np.nan, "decision": "exhausted" if stop else "open"}  # fmt: skip
+
     def _decide(self, contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,
-                rejected: bool) -> dict:  # fmt: skip
+                rejected: bool, seeds: int) -> dict:  # fmt: skip
         """One reached cell's bounds at its local level and its decision."""
         plan = self.plan
         low, high = sides
         spread = np.isfinite(low.se) and low.se > 0 and np.isfinite(high.se) and high.se > 0
         lower = low.estimate - t_bound(low, level, plan.spending) * low.se if spread else np.nan
         upper = high.estimate + t_bound(high, level, plan.spending) * high.se if spread else np.nan
-        last = len(low.fractions) == len(plan.looks())
+        last = seeds >= plan.max_seeds
         if rejected and spread:
             decision = "noninferior"
         elif spread and upper < -plan.margin:
             decision = "inferior"
-        elif last or (spread and _futile(contrast, sides, level, plan)):
+        elif last or (spread and _futile(contrast, sides, level, plan, seeds)):
             decision = "exhausted"
         else:
             decision = "open"
@@ -144,19 +160,10 @@ class SequentialHistory:
 
     def table(self) -> pd.DataFrame:
         """One row per comparison (:data:`SEQUENTIAL_COLUMNS`), shallow to deep within each size."""
-        procedure = PROCEDURE.format(spending=self.plan.spending.replace("_", "-"), futility=_futility_rule(self.plan))
+        procedure = PROCEDURE.format(spending=self.plan.spending.replace("_", "-"), futility=self.plan.futility_rule())
         frame = pd.DataFrame([self.rows[cell] for cell in self.cells])
         return frame.assign(margin=float(self.plan.margin), population=self.population,
                             procedure=procedure)[SEQUENTIAL_COLUMNS]  # fmt: skip
-
-
-def _futility_rule(plan: SequentialPlan) -> str:
-    """The ``exhausted`` stop in words, so the label names the threshold and the side the study used."""
-    close = "close" if plan.seek == "either" else "be shown non-inferior"
-    if plan.futility is None:
-        return (f"exhausted: open at max_seeds, or unable to {close} by then even one SE better (conditional "
-                "power <= 2.3%)")  # fmt: skip
-    return f"exhausted: open at max_seeds, or conditional power to {close} by then below {plan.futility:g}"
 
 
 def _blank(cell: tuple[int, int], reference: int) -> dict:
@@ -180,7 +187,7 @@ def _sides(contrast: dict, counts: tuple[int, ...], max_seeds: int) -> tuple[Loo
 
 
 def _cannot_close(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,
-                  plan: SequentialPlan) -> bool:  # fmt: skip
+                  plan: SequentialPlan, seeds: int) -> bool:  # fmt: skip
     r"""Whether, at ``max_seeds``, an estimate one current SE better on either side would still leave the margin
     inside the projected interval (z quantile at the local level: lenient, so a cell is kept rather than stopped).
 
@@ -196,7 +203,7 @@ def _cannot_close(contrast: dict, sides: tuple[LookContrast, LookContrast], leve
     q = float(-special.ndtri(level)) if level > 0 else np.inf
     closes = []
     for look, sign in zip(sides, (1.0, -1.0), strict=True):
-        se_max, _ = _at_max_seeds(contrast, look, sides, plan)
+        se_max, _ = _at_max_seeds(contrast, look, plan, seeds)
         hopeful = look.estimate + sign * look.se
         closes.append(sign * (hopeful + plan.margin) > q * se_max)
     return not any(closes[: _sides_sought(plan)])
@@ -207,27 +214,27 @@ def _sides_sought(plan: SequentialPlan) -> int:
     return 1 if plan.seek == "noninferiority" else 2
 
 
-def _at_max_seeds(contrast: dict, look: LookContrast, sides: tuple[LookContrast, LookContrast],
-                  plan: SequentialPlan) -> tuple[float, float]:  # fmt: skip
+def _at_max_seeds(contrast: dict, look: LookContrast, plan: SequentialPlan, seeds: int) -> tuple[float, float]:
     r"""The contrast's SE at ``max_seeds``, :math:`\sqrt{a/s_{max} + b}`, and the SD of its estimate there given
     the current one, :math:`\sqrt{a (s_{max} - s_j)}/s_{max}`, from :math:`V(s_j) = a/s_j + b` now (:math:`b` the
-    items' part, which more seeds do not shrink)."""
-    seeds = len(sides[0].fractions) and plan.looks()[len(sides[0].fractions) - 1]
+    items' part, which more seeds do not shrink), ``seeds`` the paired seeds now."""
     item = min(float(contrast.get("se_item", 0.0)) ** 2, look.se**2)
     per_seed = max(look.se**2 - item, 0.0) * seeds
     se_max = float(np.sqrt(per_seed / plan.max_seeds + item))
     return se_max, float(np.sqrt(per_seed * max(plan.max_seeds - seeds, 0))) / plan.max_seeds
 
 
-def _futile(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float, plan: SequentialPlan) -> bool:
-    """The plan's futility stop: the lenient one-SE rule, or conditional power below ``plan.futility``."""
+def _futile(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float, plan: SequentialPlan,
+            seeds: int) -> bool:  # fmt: skip
+    """The plan's futility stop at ``seeds`` paired seeds: the lenient one-SE rule, or conditional power below
+    ``plan.futility``."""
     if plan.futility is None:
-        return _cannot_close(contrast, sides, level, plan)
-    return max(_conditional_power(contrast, sides, level, plan)[: _sides_sought(plan)]) < plan.futility
+        return _cannot_close(contrast, sides, level, plan, seeds)
+    return max(_conditional_power(contrast, sides, level, plan, seeds)[: _sides_sought(plan)]) < plan.futility
 
 
 def _conditional_power(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,
-                       plan: SequentialPlan) -> tuple[float, float]:  # fmt: skip
+                       plan: SequentialPlan, seeds: int) -> tuple[float, float]:  # fmt: skip
     r"""The chance, were the truth the current estimate, that the interval at ``max_seeds`` shows the depth
     non-inferior, and that it shows it inferior (z quantile at the local level, as :func:`_cannot_close`).
 
@@ -238,7 +245,7 @@ def _conditional_power(contrast: dict, sides: tuple[LookContrast, LookContrast],
     q = float(-special.ndtri(level)) if level > 0 else np.inf
     powers = []
     for look, sign in zip(sides, (1.0, -1.0), strict=True):
-        se_max, spread = _at_max_seeds(contrast, look, sides, plan)
+        se_max, spread = _at_max_seeds(contrast, look, plan, seeds)
         distance = sign * (look.estimate + plan.margin) - q * se_max
         powers.append(float(special.ndtr(distance / spread)) if spread > 0 else float(distance > 0))
     return powers[0], powers[1]

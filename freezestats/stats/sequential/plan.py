@@ -26,6 +26,11 @@ class SequentialPlan:
     the non-binding stop of a cell (:mod:`~freezestats.stats.sequential.history`): ``seek="either"`` keeps a cell
     while it can still be shown non-inferior or inferior, ``"noninferiority"`` only while it can be shown
     non-inferior.
+
+    ``futility_seeds`` (2 <= it < ``min_seeds``) adds a screening look before the first: at that many paired seeds
+    a cell is only checked for futility (the plan's futility rule, on the side ``seek`` names) and stops as
+    exhausted where it cannot close; nothing is tested for non-inferiority there and no level is spent, so the
+    familywise error is the plan's without it (a non-binding stop can only remove rejections).
     """
 
     margin: float
@@ -36,6 +41,7 @@ class SequentialPlan:
     spending: str = "obrien_fleming"
     futility: float | None = None
     seek: str = "either"
+    futility_seeds: int | None = None
 
     def __post_init__(self) -> None:
         if not self.margin > 0 or not 0 < self.alpha < 0.5:
@@ -49,6 +55,9 @@ class SequentialPlan:
         if self.futility is not None and not 0 < self.futility < 0.5:
             raise ModelFitError(f"SequentialPlan: futility (a conditional power) must be in (0, 0.5), but got "
                                 f"{self.futility!r}.")  # fmt: skip
+        if self.futility_seeds is not None and not 2 <= self.futility_seeds < self.min_seeds:
+            raise ModelFitError(f"SequentialPlan: need 2 <= futility_seeds < min_seeds, but got "
+                                f"{self.futility_seeds=}, {self.min_seeds=}.")  # fmt: skip
         if self.seek not in ("either", "noninferiority"):
             raise ModelFitError(f"SequentialPlan: seek must be 'either' or 'noninferiority', but got {self.seek!r}.")
         if self.spending not in SPENDING_FUNCTIONS:
@@ -56,16 +65,39 @@ class SequentialPlan:
                                 f"{self.spending!r}.")  # fmt: skip
 
     def looks(self) -> tuple[int, ...]:
-        """The paired-seed counts at which cells are decided: ``min_seeds``, then every ``seeds_per_round`` more,
-        and ``max_seeds`` last (a shorter last round where the rounds do not divide the range).
+        """The paired-seed counts at which cells are decided: ``futility_seeds`` where set (the screening look),
+        ``min_seeds``, then every ``seeds_per_round`` more, and ``max_seeds`` last (a shorter last round where the
+        rounds do not divide the range).
 
         >>> SequentialPlan(margin=0.01, min_seeds=3, max_seeds=10, seeds_per_round=3).looks()
         (3, 6, 9, 10)
+        >>> SequentialPlan(margin=0.01, min_seeds=4, max_seeds=8, seeds_per_round=2, futility_seeds=2).looks()
+        (2, 4, 6, 8)
         """
-        counts = list(range(self.min_seeds, self.max_seeds + 1, self.seeds_per_round))
+        screening = [] if self.futility_seeds is None else [self.futility_seeds]
+        counts = screening + list(range(self.min_seeds, self.max_seeds + 1, self.seeds_per_round))
         if counts[-1] != self.max_seeds:
             counts.append(self.max_seeds)
         return tuple(counts)
+
+    def futility_rule(self) -> str:
+        """The ``exhausted`` stop in words, so that every label names the threshold, the side and the screening
+        look the study used.
+
+        >>> SequentialPlan(margin=0.01, futility=0.1, futility_seeds=2).futility_rule()
+        'exhausted: open at max_seeds, or conditional power to close by then below 0.1 (checked from 2 seeds)'
+        """
+        close = "close" if self.seek == "either" else "be shown non-inferior"
+        screen = "" if self.futility_seeds is None else f" (checked from {self.futility_seeds} seeds)"
+        if self.futility is None:
+            return (f"exhausted: open at max_seeds, or unable to {close} by then even one SE better (conditional "
+                    f"power <= 2.3%){screen}")  # fmt: skip
+        return f"exhausted: open at max_seeds, or conditional power to {close} by then below {self.futility:g}{screen}"
+
+    def efficacy_counts(self, look: int) -> tuple[int, ...]:
+        """The seed counts of the looks up to ``look`` (1-based) that test non-inferiority: the screening look
+        spends no level, so the spending function's information fractions leave it out."""
+        return tuple(count for count in self.looks()[:look] if count >= self.min_seeds)
 
     def look_of(self, seeds: int) -> int:
         """The index (1-based) of the last look a cell with ``seeds`` paired seeds has reached; 0 before the first."""
