@@ -352,6 +352,20 @@ def test_a_decision_step_twice_or_from_two_processes_enqueues_nothing_twice(
     assert set(stored.values()) == {1} and len(stored) == 8
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")
+def test_a_screening_look_makes_the_first_round_its_seeds(
+    tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential
+) -> None:
+    from freezestats.analysis.adaptive import decide_round
+
+    for table, seeds in (({"min_seeds": 3}, 3), ({"min_seeds": 3, "futility_seeds": 2}, 2)):
+        spec = load_spec(write_spec(tmp_path, _raw(tiny_model, max_seeds=5, **table)))
+        study = create_or_load_study(open_storage(f"sqlite:///{tmp_path / f'first{seeds}.db'}"), spec)
+        keys = [c.key for c in decision_step(study, prepare_study(spec, glue_dir), decide_round).enqueued]
+        assert sorted(keys) == sorted(f"agreement|frozen={k}|n=32|draw=0|seed={s}" for k in (0, 1, 2)
+                                      for s in range(1, seeds + 1))  # fmt: skip
+
+
 def test_resume_mid_round_runs_what_waits_then_decides_on_what_is_stored(
     tmp_path: Path, storage: str, tiny_model: Path, glue_dir: Path, fake_sequential, fake_training, capsys
 ) -> None:
