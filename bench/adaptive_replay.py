@@ -3,7 +3,8 @@ runs saved.
 
     python bench/adaptive_replay.py            # writes bench/results/adaptive_replay.txt
     python bench/adaptive_replay.py --example examples/sst2-20seeds-minilm --tasks sst2 --min-seeds 4 \
-        --max-seeds 20 --seeds-per-round 2 --output bench/results/adaptive_replay_20seeds.txt
+        --max-seeds 20 --seeds-per-round 2 --futility 0.1 --seek noninferiority --futility-seeds 2 \
+        --output bench/results/adaptive_replay_20seeds.txt
 
 ``examples/blog2020-minilm`` ran 5 seeds in every cell (7 depths x 5 sizes x 2 tasks, 350 runs, trial number =
 the order they ran: cell after cell, seeds 1-5 in a row). The replay (``freezestats.stats.sequential.replay``,

@@ -234,9 +234,7 @@ def report(result: dict) -> str:
         f"{result['processes']} process(es), {result['seconds']:.0f} s",
         f"  {result['machine']}",
         f"  plan: margin {plan['margin']}, familywise alpha {plan['alpha']}, looks at {result['looks']} paired seeds, "
-        f"{plan['spending']} spending, {SequentialPlan(**plan).futility_rule()}"
-        f"{' to be shown non-inferior' if plan.get('seek') == 'noninferiority' else ' to close either way'}, "
-        "task-level contrasts (seeds x items)",
+        f"{plan['spending']} spending, {SequentialPlan(**plan).futility_rule()}, task-level contrasts (seeds x items)",
         "\nper comparison of blog_shaped(): power = share of studies naming it non-inferior, inferior = naming it "
         "inferior, exhausted = stopped open, seeds = mean seeds it got; fixed S = power of the fixed design on S seeds",
     ]

@@ -12,9 +12,13 @@ import pandas as pd
 import pytest
 from scipy import special, stats
 
+from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.pooled_rates import pooled_failure_fit, pooled_failure_probabilities
 from freezestats.stats.failures.rate_posterior import sample_rate_posterior
+from freezestats.stats.failures.sd_integration import PRIOR_SCALE, SD_GRID, RateMixture
 from freezestats.stats.items.task_level import task_level_contrasts
+from freezestats.stats.models.laplace import fit_binomial_laplace
+from freezestats.stats.models.laplace_layout import RandomTerm
 
 
 def _laplace(design: np.ndarray, failed: np.ndarray, runs: np.ndarray, precision: np.ndarray) -> tuple:
@@ -110,5 +114,62 @@ def test_the_fit_without_draws_is_the_probabilities_function() -> None:
     p_only, rows_only = pooled_failure_probabilities(runs, failed, level_sd=2.5)
     assert p == p_only and posterior is not None and posterior.ess >= 200
     assert all(np.array_equal(rows[c][0], rows_only[c][0]) for c in rows)
-    assert pooled_failure_fit(runs, failed, 2.5, posterior=False)[2] is None
+    assert pooled_failure_fit(runs, failed, 2.5, posterior=None)[2] is None
+    assert pooled_failure_fit(runs, failed, 2.5, posterior="fitted")[2].ess >= 200  # given the fitted SDs
+    with pytest.raises(ModelFitError, match="`posterior` must be"):
+        pooled_failure_fit(runs, failed, 2.5, posterior="joint")
     assert pooled_failure_fit(runs, np.zeros(len(runs), dtype=bool), 2.5)[2] is None  # no failure: P = 0, no draws
+
+
+def _mean_sd(runs: pd.DataFrame) -> float:
+    """The level x size SD's mean over the integrated draws' grid points (by their shares)."""
+    mixture = pooled_failure_fit(runs, runs["failed"].to_numpy(), 2.5)[2]
+    assert isinstance(mixture, RateMixture)
+    return sum(sd * share for sd, (share, _) in zip(mixture.sds, mixture.parts, strict=True))
+
+
+def test_the_sd_grid_weights_are_the_laplace_likelihood_times_the_prior_and_the_cell_width() -> None:
+    runs = _pair_study(3)
+    failed = runs["failed"].to_numpy().astype(int)
+    keys = pd.Series(list(zip(runs["frozen_layers"], runs["train_size"], strict=True)))
+    codes = {"level:size": pd.factorize(keys)[0], "level": pd.factorize(runs["frozen_layers"])[0],
+             "size": pd.factorize(runs["train_size"])[0]}  # fmt: skip
+    terms = [RandomTerm(name, c, np.zeros(c.max() + 1, dtype=int), (name,)) for name, c in codes.items()]
+
+    def loglik(sd: float) -> float:
+        given = {"level": 2.5, "level:size": sd}
+        return fit_binomial_laplace(failed, np.ones_like(failed), np.ones((len(runs), 1)), terms, given_sd=given).loglik
+
+    logliks = np.array([loglik(sd) for sd in SD_GRID])
+    grid = np.array(SD_GRID)
+    width = np.diff(np.concatenate([[grid[0] / 2], (grid[1:] + grid[:-1]) / 2, [grid[-1]]]))
+    expected = np.exp(logliks - logliks.max()) * stats.halfnorm.pdf(grid, scale=PRIOR_SCALE) * width
+    expected /= expected.sum()
+    mixture = pooled_failure_fit(runs, failed.astype(bool), 2.5)[2]
+    kept = expected >= 0.01
+    assert mixture.sds == tuple(grid[kept])
+    assert np.allclose([share for share, _ in mixture.parts], expected[kept] / expected[kept].sum(), rtol=1e-6)
+
+
+def test_cells_that_fail_differently_move_the_weight_to_larger_sds() -> None:
+    # the same two depths, once failing alike, once with the depth failing at 200 examples where the reference does
+    # not (and not at the other sizes): a cell effect the level and size effects cannot explain
+    alike = _pair_study(0).assign(failed=lambda d: d["failed"] & (d["train_size"] == 50))
+    apart = alike.assign(failed=alike["failed"] | ((alike["train_size"] == 200) & (alike["frozen_layers"] == 2)))
+    mean_sd = [_mean_sd(r) for r in (alike, apart)]
+    assert mean_sd[1] > mean_sd[0] + 0.3
+
+
+def test_integrating_the_sd_lengthens_a_side_the_fitted_sd_left_without_cell_room() -> None:
+    # where the fitted level x size SD is 0 the fitted draws give each cell no room of its own; averaged over the
+    # SD they do, so the interval of the depth's rate minus the reference's is wider
+    runs = _pair_study(5)
+    failed = runs["failed"].to_numpy()
+    fitted = pooled_failure_fit(runs, failed, 2.5, posterior="fitted")[2]
+    integrated = pooled_failure_fit(runs, failed, 2.5, posterior="integrated")[2]
+    # the fitted SD is 0: its draws have no cell effects (intercept, 2 levels, 4 sizes); the integrated ones do
+    assert fitted.draws.shape[1] == 7 and all(part.draws.shape[1] == 15 for _, part in integrated.parts)
+    terms = [((2, 100), 1.0), ((0, 100), -1.0)]
+    low_f, high_f = fitted.interval(terms, 0.95)
+    low_i, high_i = integrated.interval(terms, 0.95)
+    assert high_i - low_i > 1.1 * (high_f - low_f)

@@ -168,6 +168,7 @@ def test_each_contrast_names_how_its_failure_part_got_its_interval(monkeypatch: 
     """``failure_sides``: "none" without a failure part, Wilson-MOVER by default, the joint draws where asked, and
     Wilson-MOVER again, said so, where the draws are too few to trust."""
     import freezestats.stats.failures.pooled_rates as pooled_rates
+    import freezestats.stats.failures.sd_integration as sd_integration
 
     runs, _ = _study()
     runs = runs[runs["frozen_layers"].isin([0, 6])]
@@ -179,7 +180,8 @@ def test_each_contrast_names_how_its_failure_part_got_its_interval(monkeypatch: 
     assert two_part.any()
     assert set(by_rates["pooled"].loc[two_part, "failure_sides"]) == {"Wilson-MOVER"}
     assert set(by_rates["pooled_joint"].loc[two_part, "failure_sides"]) == {"joint draws"}
-    monkeypatch.setattr(pooled_rates, "MIN_ESS", 1e9)  # no set of draws is trusted: the fallback
+    for module in (pooled_rates, sd_integration):  # no set of draws is trusted: the fallback
+        monkeypatch.setattr(module, "MIN_ESS", 1e9)
     fallback = task_level_contrasts(runs, None, failure_rates="pooled_joint", **options)
     assert set(fallback.loc[two_part.to_numpy(), "failure_sides"]) == {"Wilson-MOVER (joint draws failed)"}
     assert np.allclose(fallback["ci_low"], by_rates["pooled"]["ci_low"])

@@ -49,12 +49,16 @@ left out of ``Z``. With no failed run P is 0 everywhere, with only failed runs 1
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from scipy import special
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.rate_posterior import MIN_ESS, RatePosterior, sample_rate_posterior
+from freezestats.stats.failures.sd_integration import RateMixture, integrate_over_sd
 from freezestats.stats.models.laplace import fit_binomial_laplace
 from freezestats.stats.models.laplace_layout import RandomTerm
 
@@ -76,17 +80,20 @@ def pooled_failure_probabilities(
 
     Raises :class:`ModelFitError` when the GLMM cannot be fitted (the caller may fall back to another model).
     """
-    p_fail, rows, _ = pooled_failure_fit(runs, failed, level_sd, posterior=False)
+    p_fail, rows, _ = pooled_failure_fit(runs, failed, level_sd, posterior=None)
     return p_fail, rows
 
 
 def pooled_failure_fit(
-    runs: pd.DataFrame, failed: np.ndarray, level_sd: float | None = None, *, posterior: bool = True
-) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None], RatePosterior | None]:
-    """:func:`pooled_failure_probabilities`, plus the coefficients' posterior given the fitted SDs
-    (:mod:`~freezestats.stats.failures.rate_posterior`), which the task-level contrast's failure part reads its
-    interval from; None where every P is 0 or 1 by rule, or where the draws are too few to trust
-    (:data:`~freezestats.stats.failures.rate_posterior.MIN_ESS`), or not asked for (``posterior=False``)."""
+    runs: pd.DataFrame, failed: np.ndarray, level_sd: float | None = None, *, posterior: str | None = "integrated"
+) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None], RatePosterior | RateMixture | None]:
+    """:func:`pooled_failure_probabilities`, plus the coefficients' posterior draws, which the task-level
+    contrast's failure part reads its interval from: ``posterior="fitted"`` given the fitted SDs
+    (:mod:`~freezestats.stats.failures.rate_posterior`), ``"integrated"`` averaged over the level x size SD
+    (:mod:`~freezestats.stats.failures.sd_integration`), ``None`` none. The draws are None where every P is 0 or 1
+    by rule, or where they are too few to trust (:data:`~freezestats.stats.failures.rate_posterior.MIN_ESS`)."""
+    if posterior not in (None, "fitted", "integrated"):
+        raise ModelFitError(f"`posterior` must be None, 'fitted' or 'integrated', but got {posterior!r}.")
     levels = runs["frozen_layers"].to_numpy()
     sizes = runs["train_size"].to_numpy()
     keys = list(zip(levels.tolist(), sizes.tolist(), strict=True))
@@ -94,7 +101,6 @@ def pooled_failure_fit(
     if not failed.any() or failed.all():  # nothing to estimate: P is 0 (or 1) everywhere, exactly
         value = 1.0 if failed.any() else 0.0
         return {key: value for key in keys}, {key: None for key in keys}, None
-    x = np.ones((len(keys), 1))
     components = {  # name -> (codes, number of levels)
         name: (codes, len(uniques))
         for name, (codes, uniques) in {
@@ -108,10 +114,56 @@ def pooled_failure_fit(
         for name, (codes, n_levels) in components.items()
         if n_levels > 1 or name == "level:size"
     ]
+    given = {"level": level_sd} if level_sd is not None and any(t.name == "level" for t in terms) else {}
     y = failed.astype(int)
+    fit = _conditional(y, terms, components, given)
+    # a cell's linear predictor is its design row times (beta, u): every run of the cell has the same row
+    first = np.flatnonzero(~pd.Series(keys).duplicated().to_numpy())
+    p_fail = {keys[i]: float(fit.p[i]) for i in first}
+    rows: dict[Cell, tuple[np.ndarray, np.ndarray] | None] = {keys[i]: (fit.design[i], fit.cov) for i in first}
+    if posterior is None:
+        return p_fail, rows, None
+    frame = pd.DataFrame({"cell": keys, "failed": y}).groupby("cell", sort=False)["failed"].agg(["sum", "size"])
+    counts = {cell: (int(n), int(m)) for cell, (n, m) in frame.iterrows()}
+
+    def draws(at: _Conditional, n_draws: int) -> RatePosterior:
+        cells = {keys[i]: at.design[i] for i in first}
+        return sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws)
+
+    def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:
+        try:
+            at = _conditional(y, terms, components, {**given, "level:size": sd})
+        except ModelFitError:
+            return None
+        return at.loglik, lambda n_draws: draws(at, n_draws)
+
     try:
-        given = {"level": level_sd} if level_sd is not None and any(t.name == "level" for t in terms) else None
-        fit = fit_binomial_laplace(y, np.ones_like(y), x, terms, given_sd=given)
+        if posterior == "integrated":
+            return p_fail, rows, integrate_over_sd(fit_at)
+        fitted = draws(fit, 10_000)
+    except np.linalg.LinAlgError:  # a covariance no proposal can be built on: the caller's fallback
+        return p_fail, rows, None
+    return p_fail, rows, (fitted if fitted.ess >= MIN_ESS else None)
+
+
+@dataclass(frozen=True)
+class _Conditional:
+    """The pair's GLMM at its optimum for given SDs: P per run, the joint design over (beta, u) of the components
+    not at zero, the mode, its error covariance (mixed-model equations) and the prior precisions."""
+
+    p: np.ndarray
+    design: np.ndarray
+    theta: np.ndarray
+    cov: np.ndarray
+    prior_precision: np.ndarray
+    loglik: float
+
+
+def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given: dict[str, float]) -> _Conditional:
+    """Fit the pair's GLMM with the ``given`` SDs (the others estimated); raises :class:`ModelFitError`."""
+    x = np.ones((len(y), 1))
+    try:
+        fit = fit_binomial_laplace(y, np.ones_like(y), x, terms, given_sd=given or None)
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model could not be fitted ({err})") from None
     # Z and G^-1 of the components that are not at zero; a zero SD fixes its effects at 0 with no error
@@ -133,17 +185,4 @@ def pooled_failure_fit(
         cov = np.linalg.inv(information)
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model's mixed-model equations are singular ({err})") from None
-    # a cell's linear predictor is its design row times (beta, u): every run of the cell has the same row
-    first = np.flatnonzero(~pd.Series(keys).duplicated().to_numpy())
-    p_fail = {keys[i]: float(p[i]) for i in first}
-    rows: dict[Cell, tuple[np.ndarray, np.ndarray] | None] = {keys[i]: (design[i], cov) for i in first}
-    if not posterior:
-        return p_fail, rows, None
-    counts = pd.DataFrame({"cell": keys, "failed": y}).groupby("cell", sort=False)["failed"].agg(["sum", "size"])
-    try:
-        draws = sample_rate_posterior({cell: row for cell, (row, _) in rows.items()},
-                                      {cell: (int(n), int(m)) for cell, (n, m) in counts.iterrows()},
-                                      np.concatenate(theta), cov, prior_precision)  # fmt: skip
-    except np.linalg.LinAlgError:  # a covariance no proposal can be built on: the caller's fallback
-        return p_fail, rows, None
-    return p_fail, rows, (draws if draws.ess >= MIN_ESS else None)
+    return _Conditional(p, design, np.concatenate(theta), cov, prior_precision, float(fit.loglik))

@@ -33,15 +33,15 @@ posterior over the proposal's density; the effective sample size (Kish) is kept,
 :data:`MIN_ESS` the caller falls back to the Wilson-MOVER sides (conservative). The draws come from a fixed
 seed, so an analysis gives the same interval every time.
 
-Measured, and why it is not the default
----------------------------------------
-On the realistic simulator (``bench/results/coverage_task_level_joint.txt``, 400 studies, 5 seeds) the
-task-level intervals with these sides cover 0.945-0.980 at 500-1000 examples (Wilson-MOVER: 0.980-1.000) and
-13 of 30 contrasts fall outside the Monte Carlo band (Wilson-MOVER: 24, all above), but at 100 examples they
-cover 0.880-0.922 for depths 1-5, all of it in studies with a collapse in the contrast, and the familywise error
-at the margin is 0.055. The draws take the fitted SDs as known: where the level x size SD is estimated at 0, as
-in most fits of two shallow depths, no cell keeps room of its own, so ``failure_rates="pooled_joint"`` is an
-option until the SDs' own uncertainty is carried.
+Measured with the SDs as fitted
+-------------------------------
+On the realistic simulator (``bench/results/coverage_task_level_joint.txt``, 400 studies, 5 seeds, commit
+f30421e) the task-level intervals with these draws at the fitted SDs covered 0.945-0.980 at 500-1000 examples
+(Wilson-MOVER: 0.980-1.000), but 0.880-0.922 at 100 examples for depths 1-5, all of it in studies with a
+collapse in the contrast, with a familywise error of 0.055 at the margin: where the level x size SD is estimated
+at 0, as in most fits of two shallow depths, no cell keeps room of its own. ``failure_rates="pooled_joint"``
+therefore averages these draws over that SD (:mod:`~freezestats.stats.failures.sd_integration`); the draws at
+the fitted SDs stay available as ``pooled_failure_fit(..., posterior="fitted")``.
 
 References
 ----------
@@ -60,7 +60,7 @@ import numpy as np
 from scipy import special
 from threadpoolctl import threadpool_limits
 
-__all__ = ["MIN_ESS", "RatePosterior", "sample_rate_posterior"]
+__all__ = ["MIN_ESS", "RatePosterior", "sample_rate_posterior", "weighted_interval"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size)
 #: Below this effective sample size the draws are not trusted for a 2.5% quantile, and the caller falls back.
@@ -79,18 +79,26 @@ class RatePosterior:
     weights: np.ndarray  # (n_draws,), summing to 1
     ess: float
 
-    def interval(self, terms: Sequence[tuple[Cell, float]], confidence: float) -> tuple[float, float]:
-        """The equal-tailed ``confidence`` interval of :math:`\\sum_j w_j\\,P(\\text{fail})_{c_j}` over the
-        draws, for ``terms`` = ``[(cell, w_j), ...]``."""
+    def values(self, terms: Sequence[tuple[Cell, float]]) -> np.ndarray:
+        """:math:`\\sum_j w_j\\,P(\\text{fail})_{c_j}` at every draw, for ``terms`` = ``[(cell, w_j), ...]``."""
         value = np.zeros(len(self.weights))
         for cell, weight in terms:
             value += weight * special.expit(self.draws @ self.rows[cell])
-        order = np.argsort(value)
-        cumulative = np.cumsum(self.weights[order])
-        tail = (1.0 - confidence) / 2
-        ends = np.searchsorted(cumulative, [tail, 1.0 - tail]).clip(0, len(order) - 1)
-        low, high = value[order][ends]
-        return float(low), float(high)
+        return value
+
+    def interval(self, terms: Sequence[tuple[Cell, float]], confidence: float) -> tuple[float, float]:
+        """The equal-tailed ``confidence`` interval of :meth:`values` over the weighted draws."""
+        return weighted_interval(self.values(terms), self.weights, confidence)
+
+
+def weighted_interval(values: np.ndarray, weights: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The equal-tailed ``confidence`` interval of weighted draws (the weights need not sum to 1)."""
+    order = np.argsort(values)
+    cumulative = np.cumsum(weights[order]) / weights.sum()
+    tail = (1.0 - confidence) / 2
+    ends = np.searchsorted(cumulative, [tail, 1.0 - tail]).clip(0, len(order) - 1)
+    low, high = values[order][ends]
+    return float(low), float(high)
 
 
 def sample_rate_posterior(

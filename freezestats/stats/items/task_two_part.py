@@ -55,6 +55,7 @@ from scipy import stats
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.pooled_rates import pooled_failure_fit
 from freezestats.stats.failures.rate_posterior import RatePosterior
+from freezestats.stats.failures.sd_integration import RateMixture
 from freezestats.stats.failures.slope_rates import slope_failure_probabilities, slope_failure_sides
 from freezestats.stats.failures.two_part import failed_mean, failure_delta_variance, failure_sides, joined_se
 
@@ -89,7 +90,7 @@ class FailureParts:
     failed: dict[Cell, tuple[float, float, float]]
     healthy: dict[Cell, float]
     bounds: dict[Cell, tuple[float, float]] | None = None  # the slope model's P intervals; None: pooled
-    posterior: RatePosterior | None = None  # pooled_joint's draws; None: the Wilson-MOVER or the slope sides
+    posterior: RatePosterior | RateMixture | None = None  # pooled_joint's draws; None: Wilson-MOVER or slope sides
     sides: str = "Wilson-MOVER"  # how the failure part's interval was built (:data:`FAILURE_SIDES`)
 
 
@@ -101,7 +102,8 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
         return rates.p, rates.rows, rates.bounds, None
     if failure_rates not in ("pooled", "pooled_joint"):
         raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
-    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=failure_rates == "pooled_joint")
+    draws = "integrated" if failure_rates == "pooled_joint" else None
+    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=draws)
     return p, rows, None, posterior
 
 
