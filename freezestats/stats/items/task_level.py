@@ -148,7 +148,10 @@ def task_level_contrasts(
         pair's runs with a random intercept per size; ``"slope"``, Firth's depth x log2-size logistic fit, whose
         rates follow their fall with train size. ``"slope"`` ends the large sizes' over-coverage but under-covers
         deep depths whose flagged rates are not log-linear in size (``bench/results/coverage_task_level_slope.txt``:
-        0.74-0.78 at 100 examples for depths 4-6), so ``"pooled"`` stays the default.
+        0.74-0.78 at 100 examples for depths 4-6), so ``"pooled"`` stays the default. ``"pooled_joint"``: the
+        pooled model with the failure part's interval from the two rates drawn jointly, averaged over the level x
+        size SD (:mod:`~freezestats.stats.failures.sd_integration`): fewer contrasts above the band and none
+        below on 160 simulated studies; an option until a 400-study run confirms it.
 
     Returns
     -------

@@ -33,8 +33,10 @@ so it is exact for the analysis's own flags (the binomial rule against the major
   side 4-5 points long at 1000 examples even for depths that fail exactly as often as the reference: the two
   cells share their intercept and size effect, and MOVER cannot let the reference's rate rise with the depth's.
   ``failure_rates="pooled_joint"`` reads the interval from the two rates drawn jointly instead
-  (:mod:`~freezestats.stats.failures.rate_posterior`), which ends that over-coverage but under-covers at 100
-  examples (``bench/results/coverage_task_level_joint.txt``), so it is an option, not the default.
+  (:mod:`~freezestats.stats.failures.rate_posterior`), averaged over the level x size SD
+  (:mod:`~freezestats.stats.failures.sd_integration`): on 160 studies of the realistic simulator no contrast
+  below the band and 6 of 30 above it (Wilson-MOVER: 17 above), familywise error 0.013
+  (``bench/results/coverage_task_level_integrated.txt``); an option until a 400-study run confirms it.
 
 The pooling is in the failure rates only, over the two depths' sizes, never over other depths: a depth's contrast is
 the same whichever other depths the study ran. A depth with fewer than two healthy runs (most of its runs failed,
@@ -65,9 +67,9 @@ Cell = tuple[int, int]  # (frozen_layers, train_size), as pooled_failure_probabi
 FailureRates = Literal["pooled", "pooled_joint", "slope"]
 #: How the failure part estimates the two cells' failure rates: ``pooled``, the binomial GLMM over the pair's
 #: sizes (:mod:`~freezestats.stats.failures.pooled_rates`, Wilson at the effective n, MOVER); ``pooled_joint``, the
-#: same model with the failure part's interval from the two rates drawn jointly from it
-#: (:mod:`~freezestats.stats.failures.rate_posterior`: in the band at 500-1000 examples, but below it at 100, so
-#: not the default; ``bench/results/coverage_task_level_joint.txt``); ``slope``, Firth's depth x log2-size
+#: same model with the failure part's interval from the two rates drawn jointly from it, averaged over the level x
+#: size SD (:mod:`~freezestats.stats.failures.sd_integration`; ``bench/results/coverage_task_level_integrated.txt``);
+#: ``slope``, Firth's depth x log2-size
 #: logistic fit of the pair (:mod:`~freezestats.stats.failures.slope_rates`, profile intervals, MOVER).
 FAILURE_RATES: tuple[str, ...] = ("pooled", "pooled_joint", "slope")
 #: The failure part's interval, in a contrast's ``failure_sides``: Wilson-MOVER (``pooled``), the joint draws
