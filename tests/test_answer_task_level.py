@@ -142,3 +142,26 @@ def test_the_summary_heading_names_the_population_first_and_the_procedure(held_o
         heading = next(line for line in summary_lines(result) if line.strip().startswith("answer"))
         assert heading.strip().startswith(f"answer {first}")
         assert result.settings["answer_procedure"]["sst2"] in heading
+
+
+def test_the_failure_part_is_the_one_asked_for_and_every_label_names_it() -> None:
+    from freezestats.report.methods import FAILURE_TEXT, _answer_paragraph
+    from freezestats.stats.simulation.realistic import blog_shaped, realistic_task, simulate_realistic
+
+    study = simulate_realistic(realistic_task(blog_shaped()), rng=7)
+    runs = study.results[study.results["train_size"] >= 500].reset_index(drop=True)
+    items = study.items[study.items["trial"].isin(runs["trial"])]
+    tables = {}
+    for rates, sides in (("pooled", "Wilson-MOVER"), ("pooled_joint", "joint draws")):
+        result = analyze(runs, items=items, margin=0.01, n_boot=0, failure_rates=rates)
+        table = result.tables["noninferiority"].set_index(["train_size", "frozen_layers"])
+        two_part = table["method"].str.startswith("two-part")
+        assert two_part.sum() >= 4 and set(table.loc[two_part, "failure_sides"]) == {sides}
+        assert set(table.loc[~two_part, "failure_sides"]) == {"none"}
+        assert result.settings["failure_rates"] == rates and FAILURE_TEXT[rates] in _answer_paragraph(result.settings)
+        tables[rates] = table
+    paired = tables["pooled"]["method"] == "paired"
+    pd.testing.assert_series_equal(tables["pooled"].loc[paired, "lower"], tables["pooled_joint"].loc[paired, "lower"])
+    assert (tables["pooled"].loc[~paired, "lower"] != tables["pooled_joint"].loc[~paired, "lower"]).any()
+    with pytest.raises(ModelFitError, match="`--failure-rates` must be one of"):
+        analyze(runs, items=items, failure_rates="joint")

@@ -130,7 +130,13 @@ def _task_answer(
         nonlocal population
         try:
             contrasts = task_level_contrasts(
-                runs, items, response=o.response, metric=metric, reference=o.reference, population=population
+                runs,
+                items,
+                response=o.response,
+                metric=metric,
+                reference=o.reference,
+                population=population,
+                failure_rates=o.failure_rates,
             )
         except ModelFitError as err:
             if population != "task":
@@ -138,7 +144,13 @@ def _task_answer(
             result.warnings.append(f"{task}: the answer speaks of this evaluation set only: {err}")
             population = "evaluation_set"
             contrasts = task_level_contrasts(
-                runs, None, response=o.response, metric=metric, reference=o.reference, population=population
+                runs,
+                None,
+                response=o.response,
+                metric=metric,
+                reference=o.reference,
+                population=population,
+                failure_rates=o.failure_rates,
             )
         kept["contrasts"] = contrasts
         return task_noninferiority(contrasts, margin=margin)

@@ -31,3 +31,5 @@ class AnalysisOptions:
     uncertainty: str = "task"
     """``task``: the answer from each depth's own paired contrast with seeds and evaluation items varying (the
     items' part needs ``items``); ``seeds``: the model's fixed sequence, which speaks of this evaluation set."""
+    failure_rates: str = "pooled"
+    """The task-level answer's failure part (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`)."""

@@ -24,6 +24,7 @@ from freezestats.analysis.task import TaskAnalysis
 from freezestats.analysis.task_metrics import apply_task_metrics
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.design.input_table import check_results_table, normalize_results, shorten
+from freezestats.stats.items.task_two_part import FAILURE_RATES
 
 __all__ = ["MODELS", "RESPONSES", "analyze", "load_results", "load_study_record"]
 
@@ -174,6 +175,7 @@ def analyze(
     items: pd.DataFrame | None = None,
     uncertainty: str = "task",
     task_metrics: Mapping[str, str] | None = None,
+    failure_rates: str = "pooled",
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time.
 
@@ -192,6 +194,9 @@ def analyze(
     ``task_metrics`` (``{"cola": "mcc"}``) judges a task on another metric than its runs recorded, re-scored
     from ``items`` (:mod:`freezestats.analysis.task_metrics`); such a task is analysed at its last checkpoint
     unless ``response`` is given (default ``heldout``).
+
+    ``failure_rates`` picks the failure part of the task-level answer's two-part contrasts
+    (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`; ``"pooled"``, Wilson-MOVER, by default).
     """
     from freezestats import stats
     from freezestats.stats.descriptive.reference import load_reference
@@ -201,6 +206,8 @@ def analyze(
     _check_options(model, response, variance, margin, adjust_across)
     if uncertainty not in UNCERTAINTIES:
         raise ModelFitError(f"`--uncertainty` must be one of {list(UNCERTAINTIES)}, but got {uncertainty!r}.")
+    if failure_rates not in FAILURE_RATES:
+        raise ModelFitError(f"`--failure-rates` must be one of {list(FAILURE_RATES)}, but got {failure_rates!r}.")
     check_results_table(data, response, model=model, tasks=tasks, reference=reference)
     data, per_task = apply_task_metrics(normalize_results(data), items, task_metrics or {}, response, response_given)
     every = data
@@ -224,6 +231,7 @@ def analyze(
         "adjust": adjust,
         "adjust_across": adjust_across,
         "uncertainty": uncertainty,
+        "failure_rates": failure_rates,
         "metric_of": per_task["metric_of"],
         "response_of": per_task["response_of"],
         "selected_on": per_task["selected_on"],
@@ -251,6 +259,7 @@ def analyze(
         progress=progress,
         items=items,
         uncertainty=uncertainty,
+        failure_rates=failure_rates,
     )
     steps = TaskAnalysis(result, options)
     blog_tasks = set(load_reference()["task"])

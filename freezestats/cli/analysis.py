@@ -51,6 +51,13 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
         "of the task; needs the runs' predictions) or seeds (the model's answer for this evaluation set)",
     )
     parser.add_argument(
+        "--failure-rates",
+        default="pooled",
+        help="the answer's failure part, where some runs failed: pooled (default: a binomial GLMM per pair of depths, "
+        "Wilson intervals joined by MOVER), pooled_joint (the same GLMM's rates drawn jointly, its cell SD "
+        "integrated out: narrower, and closer to 95%% in simulation) or slope (Firth's depth x log2-size fit)",
+    )
+    parser.add_argument(
         "--variance",
         default="per_size",
         help="mixed model's residual variance: per_size (default), per_cell or pooled (one for all runs)",
@@ -140,6 +147,7 @@ def _run_analyze(
         progress=progress,
         items=items,
         uncertainty=args.uncertainty,
+        failure_rates=args.failure_rates,
         task_metrics=parse_task_metrics(args.task_metric),
     )
 
@@ -194,6 +202,7 @@ class _Report(_Command):
             margin=args.margin,
             n_boot=args.n_boot,
             uncertainty=args.uncertainty,
+            failure_rates=args.failure_rates,
             task_metrics=parse_task_metrics(args.task_metric),
             formats=args.format,
             overwrite=args.overwrite,

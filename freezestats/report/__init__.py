@@ -121,6 +121,7 @@ def build_report(
     margin: float | None = None,
     n_boot: int = 2000,
     uncertainty: str = "task",
+    failure_rates: str = "pooled",
     task_metrics: Mapping[str, str] | None = None,
     formats: str | tuple[str, ...] = ("html", "pdf"),
     overwrite: bool = False,
@@ -161,6 +162,7 @@ def build_report(
             margin=margin,
             n_boot=n_boot,
             uncertainty=uncertainty,
+            failure_rates=failure_rates,
             task_metrics=task_metrics,
         )
         renderer = choose_renderer()

@@ -106,6 +106,7 @@ def gather_inputs(
     margin: float | None = None,
     n_boot: int = 2000,
     uncertainty: str = "task",
+    failure_rates: str = "pooled",
     task_metrics: Mapping[str, str] | None = None,
 ) -> ReportInputs:
     """Load or compute the analysis, the runs and the study record (see the module docstring)."""
@@ -150,6 +151,7 @@ def gather_inputs(
             n_boot=n_boot,
             items=items,
             uncertainty=uncertainty,
+            failure_rates=failure_rates,
             task_metrics=task_metrics,
         )
         if why_not:

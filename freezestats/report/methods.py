@@ -51,6 +51,17 @@ _VARIANCE_TEXT = {
 }
 
 
+#: The failure part of a task-level two-part contrast in words, per ``--failure-rates``.
+FAILURE_TEXT = {
+    "pooled": "each failure rate's Wilson interval at its effective number of runs in a binomial GLMM of the two "
+    "depths' runs at every size, joined by MOVER",
+    "pooled_joint": "the two failure rates drawn jointly from a binomial GLMM of the two depths' runs at every size, "
+    "its level × size SD integrated out (`--failure-rates pooled_joint`)",
+    "slope": "Firth's depth × log2-size logistic fit of the two depths' runs, profile intervals joined by MOVER "
+    "(`--failure-rates slope`)",
+}
+
+
 def model_assumptions(settings: dict[str, Any]) -> str:
     """What the fitted model assumes, why, and how it was checked: the opening of the Model section."""
     model = settings.get("model")
@@ -250,7 +261,10 @@ def _answer_paragraph(settings: dict[str, Any]) -> str | None:
         return head + (
             "Each depth is compared with the reference on its own runs, paired by seed (and by evaluation item "
             "where per-item predictions are stored: the contrast's variance is the per-seed differences' plus the "
-            "items' part, Satterthwaite df), so no variance is borrowed from other depths. The intervals speak of "
+            "items' part, Satterthwaite df), so no variance is borrowed from other depths. Where a run of the depth "
+            "or the reference failed, the contrast is two-part (the healthy runs' contrast plus each cell's P(fail) "
+            "times its failed-to-healthy gap), the failure part's interval from "
+            f"{FAILURE_TEXT.get(settings.get('failure_rates') or 'pooled', '?')}. The intervals speak of "
             f"{about}. The family is the task, every train size and depth at once, familywise error 5%: "
             f"{'; '.join(sorted(p for p in procedures if p))}. A size at which the reference is not shown to beat "
             "the majority baseline (one test per size, Bonferroni over sizes) gets no cost statement. Lee et al.'s "

@@ -44,7 +44,7 @@ TASK_NONINFERIORITY_COLUMNS = [
     "population",
 ]
 #: Carried from a two-part contrast (failed runs modelled apart) where the contrasts have them.
-_FAILURE_COLUMNS = ["se_lower", "p_fail", "p_fail_reference", "method"]
+_FAILURE_COLUMNS = ["se_lower", "p_fail", "p_fail_reference", "failure_sides", "method"]
 
 
 def task_noninferiority(
