@@ -128,30 +128,15 @@ def _task_answer(
 
     def tests() -> pd.DataFrame:
         nonlocal population
+        options = {"response": o.response, "metric": metric, "reference": o.reference, "failure_rates": o.failure_rates}
         try:
-            contrasts = task_level_contrasts(
-                runs,
-                items,
-                response=o.response,
-                metric=metric,
-                reference=o.reference,
-                population=population,
-                failure_rates=o.failure_rates,
-            )
+            contrasts = task_level_contrasts(runs, items, population=population, **options)
         except ModelFitError as err:
             if population != "task":
                 raise
             result.warnings.append(f"{task}: the answer speaks of this evaluation set only: {err}")
             population = "evaluation_set"
-            contrasts = task_level_contrasts(
-                runs,
-                None,
-                response=o.response,
-                metric=metric,
-                reference=o.reference,
-                population=population,
-                failure_rates=o.failure_rates,
-            )
+            contrasts = task_level_contrasts(runs, None, population=population, **options)
         kept["contrasts"] = contrasts
         return task_noninferiority(contrasts, margin=margin)
 
