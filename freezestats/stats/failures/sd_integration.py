@@ -24,11 +24,11 @@ the Laplace likelihood there (maximised over the fixed effects and the size SD),
 boundary (Chung et al. 2013: an SD estimated at 0 from few groups is a boundary artefact of the likelihood, not
 evidence that the cells share one rate), and the mass between 0 and 0.125 is left out.
 
-Measured (``bench/results/coverage_task_level_integrated.txt``, the first 160 studies of the realistic
-simulator's coverage bench, MC band 0.916-0.984): no contrast below the band (0.944-0.981 at 100 examples,
-0.880-0.922 with the SD fixed at its estimate), 6 of 30 above it (0.988-0.994, shallow depths at 200-1000
-examples, whose true failure part is 0), against 17 of 30 for Wilson-MOVER; familywise error 0.013 at the
-margin (Wilson-MOVER 0.033).
+Measured (``bench/results/coverage_task_level_integrated.txt``, the realistic simulator's 400-study coverage
+bench, MC band 0.929-0.971): no contrast below the band (0.938-0.968 at 100 examples, 0.880-0.922 with the SD
+fixed at its estimate), 12 of 30 above it (0.973-0.988, mostly shallow depths at 200-1000 examples, whose true
+failure part is 0), against 24 of 30 for Wilson-MOVER; but a familywise error of 0.052 at the margin (MC SE
+0.011; Wilson-MOVER 0.033), so ``"pooled_joint"`` is not the default.
 
 References
 ----------
