@@ -130,7 +130,7 @@ def pooled_failure_fit(
         cells = {keys[i]: at.design[i] for i in first}
         return sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws)
 
-    def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:
+    def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:  # an sd_integration.FitAt
         try:
             at = _conditional(y, terms, components, {**given, "level:size": sd})
         except ModelFitError:

@@ -83,9 +83,7 @@ class RateMixture:
         return weighted_interval(np.concatenate(values), np.concatenate(weights), confidence)
 
 
-def integrate_over_sd(
-    fit_at: Callable[[float], tuple[float, Callable[[int], RatePosterior]] | None],
-) -> RateMixture | None:
+def integrate_over_sd(fit_at: FitAt) -> RateMixture | None:
     """The conditional draws averaged over :data:`SD_GRID` (module docstring).
 
     ``fit_at(sd)`` refits the pair with the level x size SD given and returns the fit's log likelihood and a
