@@ -16,6 +16,10 @@ passes on again); one not reached at this look, or stopped, holds its weight unt
 look is tested with a raised level (Maurer & Bretz also allow re-testing the earlier looks of a hypothesis whose
 level rose; not doing so is conservative).
 
+A screening look (the plan's ``futility_seeds``, before ``min_seeds``) tests nothing: every hypothesis holds its
+weight untested there, its count is left out of the information fractions, and only the futility stop below is
+applied, so the later looks' boundaries are those of the plan without it.
+
 Two further decisions close a cell without a claim of non-inferiority, and neither can raise its error (a
 stop without a rejection only removes chances to reject; nothing is passed along the graph):
 
