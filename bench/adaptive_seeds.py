@@ -119,30 +119,11 @@ def _start(alternative: RealisticTask, null: RealisticTask, plan: SequentialPlan
     PLAN, FIXED_SEEDS = plan, fixed
 
 
-def run(
-    n_studies: int,
-    processes: int = 1,
-    margin: float = 0.01,
-    min_seeds: int = PLAN.min_seeds,
-    fixed: tuple[int, ...] = FIXED_SEEDS,
-    max_seeds: int = PLAN.max_seeds,
-    futility: float | None = None,
-    seek: str = "either",
-    futility_seeds: int | None = None,
-) -> dict:
-    """``n_studies`` studies of each scenario, at ``margin``, the first look at ``min_seeds``, at most ``max_seeds``
-    a cell, the plan's ``futility`` stop and the side it ``seek``s (also at a screening look of ``futility_seeds``
-    where set), fixed designs on ``fixed`` seeds (a cell
-    simulates the most of those and ``max_seeds``); ``processes`` > 1 runs a pool."""
-    plan = replace(
-        PLAN,
-        margin=margin,
-        min_seeds=min_seeds,
-        max_seeds=max_seeds,
-        futility=futility,
-        seek=seek,
-        futility_seeds=futility_seeds,
-    )
+def run(n_studies: int, plan: SequentialPlan, fixed: tuple[int, ...] = FIXED_SEEDS, processes: int = 1) -> dict:
+    """``n_studies`` studies of each scenario under ``plan`` (its margin, looks, futility stop and screen) and
+    fixed designs on ``fixed`` seeds (a cell simulates the most of those and the plan's ``max_seeds``);
+    ``processes`` > 1 runs a pool. The null scenario sits at the plan's margin."""
+    margin = plan.margin
     base = replace(blog_shaped(), seeds=max(plan.max_seeds, *fixed))
     tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan, tuple(fixed))
     started = time.perf_counter()
@@ -268,8 +249,8 @@ def report(result: dict) -> str:
     ]
     if s["power_adaptive"] == 0:
         lines.append("the adaptive design showed no comparison with truth above the margin non-inferior: no power to "
-                     "match a fixed design with (the runs ratio is against the fixed design of 10 seeds: "
-                     f"{s['runs_adaptive'] / (s['cells'] * plan['max_seeds']):.3f})")  # fmt: skip
+                     f"match a fixed design with (the runs ratio is against the fixed design of {plan['max_seeds']} "
+                     f"seeds: {s['runs_adaptive'] / (s['cells'] * plan['max_seeds']):.3f})")  # fmt: skip
     elif s["matched_fixed_seeds"] is None:
         lines.append(
             f"no fixed design up to {max(fixed_seeds)} seeds that holds its level reaches the adaptive design's power"
@@ -302,8 +283,9 @@ def main() -> None:
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
-    compute = lambda: run(args.studies, args.processes, args.margin, args.min_seeds, fixed,  # noqa: E731
-                          args.max_seeds, args.futility, args.seek, args.futility_seeds)  # fmt: skip
+    plan = replace(PLAN, margin=args.margin, min_seeds=args.min_seeds, max_seeds=args.max_seeds,
+                   futility=args.futility, seek=args.seek, futility_seeds=args.futility_seeds)  # fmt: skip
+    compute = lambda: run(args.studies, plan, fixed, args.processes)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")

@@ -349,7 +349,7 @@ def failure_sides(
     def joined(d: list[float]) -> float:
         return float(np.sqrt(max(sum(x * x for x in d) + (2 * r * d[0] * d[1] if len(d) == 2 else 0.0), 0.0)))
 
-    v_delta = failure_delta_variance([(p_j, row, w_j) for p_j, row, w_j in known])
+    v_delta = failure_delta_variance(known)
     # each side takes the longer of the two: Wilson's has room above a P near 0, and the delta method's symmetric
     # width has room for the failure model's own bias, a level that fails more at small sizes lending that to
     # its large sizes (bench/coverage.py, scenario b: frozen 12 vs 0 at n = 1000 covered 0.887 with the delta
