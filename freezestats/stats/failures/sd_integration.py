@@ -28,7 +28,8 @@ Measured (``bench/results/coverage_task_level_integrated.txt``, the realistic si
 bench, MC band 0.929-0.971): no contrast below the band (0.938-0.968 at 100 examples, 0.880-0.922 with the SD
 fixed at its estimate), 12 of 30 above it (0.973-0.988, mostly shallow depths at 200-1000 examples, whose true
 failure part is 0), against 24 of 30 for Wilson-MOVER; but a familywise error of 0.052 at the margin (MC SE
-0.011; Wilson-MOVER 0.033), so ``"pooled_joint"`` is not the default.
+0.011; Wilson-MOVER 0.033), and 0.056 over 800 null studies (MC SE 0.008; Wilson-MOVER 0.035;
+``bench/results/fwer_task_level_400_799.txt``), so ``"pooled_joint"`` is not the default.
 
 References
 ----------
