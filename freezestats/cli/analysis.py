@@ -55,7 +55,7 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
         default="pooled",
         help="the answer's failure part, where some runs failed: pooled (default: a binomial GLMM per pair of depths, "
         "Wilson intervals joined by MOVER), pooled_joint (the same GLMM's rates drawn jointly, its cell SD "
-        "integrated out: closer to 95%% coverage in simulation, but 5.2%% familywise error at the margin there) or "
+        "integrated out: closer to 95%% coverage in simulation, but 5.6%% familywise error at the margin there) or "
         "slope (Firth's depth x log2-size fit)",
     )
     parser.add_argument(
