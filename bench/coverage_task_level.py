@@ -30,7 +30,9 @@ then the share of studies in which ``task_noninferiority(margin=0.01)`` names th
 beside the true cost), and, from as many studies of ``null_at_margin(0.01)`` (every depth's true cost exactly
 -0.01), the familywise error: the share of studies naming any depth at any size non-inferior (nominal <= 5%),
 and per size. ``task|collapse`` and ``task|none`` split the task-level coverage by whether any of the contrast's
-runs collapsed; ``--collapse 0`` runs the same cell means with no collapsed runs. The Monte Carlo band of a 95%
+runs collapsed; ``--collapse 0`` runs the same cell means with no collapsed runs, and ``--seed-shared-collapse``
+with collapses that follow the seed across depths, as real ones do (``seed_shared_collapse``; by default each run
+collapses on its own draw). The Monte Carlo band of a 95%
 coverage from N studies is +-1.96 sqrt(0.95 * 0.05 / N).
 
 The runs' ``failed`` flags are the analysis's own (``flag_failures``, the binomial rule against the majority
@@ -70,6 +72,7 @@ from freezestats.stats.simulation.realistic import (
     blog_shaped,
     null_at_margin,
     realistic_task,
+    seed_shared_collapse,
     simulate_realistic,
 )
 
@@ -212,6 +215,7 @@ def run(
         processes=processes,
         fwer=fwer,
         collapse_scale=collapse_scale,
+        seed_shared_collapse=base.collapse_rho is not None,
         failure_rates=failure_rates,
     )
 
@@ -244,7 +248,8 @@ def report(result: dict, baseline: dict | None = None) -> str:
     band = 1.96 * np.sqrt(0.95 * 0.05 / result["n_studies"])
     lines = [
         f"bench/coverage_task_level.py: {result['n_studies']} studies of blog_shaped(), {result['seeds']} seeds a "
-        f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}, margin {result['margin']}, "
+        f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}"
+        f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}, margin {result['margin']}, "
         f"failure rates {result.get('failure_rates', 'pooled')}, {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",
         f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}",
@@ -294,13 +299,16 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
     parser.add_argument("--collapse", type=float, default=1.0, help="collapse rates times this (0: none)")
     parser.add_argument("--failure-rates", default="pooled", choices=FAILURE_RATES, help="failure-part rate model")
+    shared = "collapses follow the seed across depths (seed_shared_collapse: the skill's correlation, sign dropped)"
+    parser.add_argument("--seed-shared-collapse", action="store_true", help=shared)
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
     baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else None
+    base = seed_shared_collapse(blog_shaped()) if args.seed_shared_collapse else None
     compute = lambda: run(  # noqa: E731
-        args.studies, args.seeds, args.processes, collapse_scale=args.collapse, failure_rates=args.failure_rates
+        args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse, failure_rates=args.failure_rates
     )
     show = lambda result: report(result, baseline)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, show)

@@ -22,6 +22,7 @@ from freezestats.stats.simulation.realistic import (
     blog_shaped,
     null_at_margin,
     realistic_task,
+    seed_shared_collapse,
     simulate_realistic,
 )
 
@@ -168,6 +169,34 @@ def test_collapse_rates_are_the_scenarios() -> None:
         assert abs(rate - expected) < 4 * np.sqrt(expected * (1 - expected) / 2000), (size, depth, rate)
     healthy = study.results[~study.results["failed"]]
     assert healthy["heldout"].std() > 0
+
+
+def test_seed_shared_collapses_keep_their_rates_and_follow_the_seed() -> None:
+    scenario = small(seeds=2000, n_items=20, collapse_rho={0: 1.0, 2: 1.0, 6: 0.0})
+    runs = simulate_realistic(scenario, rng=5, items=False).results
+    flags = runs.pivot_table(index=["train_size", "seed"], columns="frozen_layers", values="failed", aggfunc="first")
+    for (size, depth), rate in runs.groupby(["train_size", "frozen_layers"])["failed"].mean().items():
+        expected = scenario.collapse_rate(size, depth)
+        assert abs(rate - expected) < 4 * np.sqrt(expected * (1 - expected) / 2000), (size, depth, rate)
+    # depth 2 collapses at 1.1 times the reference's rate on the same uniform draw: wherever the reference
+    # collapsed, it did too; depth 6's draw is its own, so its flags are about as often shared as chance has it
+    ref, two, six = (flags[k].astype(bool) for k in (0, 2, 6))
+    assert two[ref].all() and ref.sum() > 50
+    assert abs(np.corrcoef(ref, six)[0, 1]) < 0.1
+    independent = simulate_realistic(small(seeds=2000, n_items=20), rng=5, items=False).results
+    alone = independent.pivot_table(index=["train_size", "seed"], columns="frozen_layers", values="failed",
+                                    aggfunc="first").astype(bool)  # fmt: skip
+    assert not alone[2][alone[0]].all()  # drawn apart, depth 2 misses some of the reference's collapses
+
+
+def test_seed_shared_collapse_takes_the_skill_correlation_without_its_sign() -> None:
+    scenario = seed_shared_collapse(blog_shaped())
+    assert scenario.collapse_rho == {k: max(r, 0.0) for k, r in blog_shaped().rho.items()}
+    assert scenario.collapse_rho[6] == 0.0 and scenario.collapse_rho[-1] == 0.99
+    with pytest.raises(ValueError, match="collapse_rho"):
+        realistic_task(small(collapse_rho={0: 1.0, 2: 0.5}))  # depth 6 has none
+    with pytest.raises(ValueError, match="collapse_rho"):
+        realistic_task(small(collapse_rho={0: 0.5, 2: 0.5, 6: 0.5}))  # the reference's own must be 1
 
 
 def test_null_at_margin_costs_exactly_the_margin_everywhere() -> None:

@@ -43,7 +43,7 @@ import pandas as pd
 from scipy import optimize, special
 
 __all__ = ["RealisticStudy", "RealisticTask", "Scenario", "blog_shaped", "null_at_margin", "realistic_task",
-           "simulate_realistic"]  # fmt: skip
+           "seed_shared_collapse", "simulate_realistic"]  # fmt: skip
 
 Cell = tuple[int, int]  # (train_size, frozen_layers)
 
@@ -60,7 +60,10 @@ class Scenario:
     the items' depth deviations :math:`\\gamma_{ki}` (0 for the reference) on the scale where the items'
     difficulty has SD 1, ``noise_sd`` the run-by-item noise :math:`\\sigma_e`, and ``class_bias_sd`` the SD of
     a run's lean towards one class (:math:`\\beta_{ks}`, correlated across depths within a seed like the skill):
-    it moves the run's accuracy on each class a lot and its accuracy little.
+    it moves the run's accuracy on each class a lot and its accuracy little. ``collapse_rho[k]``, where given, is
+    the seed-by-seed correlation of depth ``k``'s collapse draw with the reference's (a Gaussian copula: the
+    rates stay ``collapse_rate``, and a seed that collapses at one depth tends to at the others, as real seeds
+    do: ``bench/results/failure_concordance.txt``); ``None`` draws every run's collapse independently.
     """
 
     @property
@@ -86,6 +89,7 @@ class Scenario:
     population_seed: int = 2020
     reference: int = 0
     task: str = "sst2"
+    collapse_rho: Mapping[int, float] | None = None
 
     def collapse_rate(self, size: int, depth: int) -> float:
         """The probability that a run of depth ``depth`` at ``size`` collapses to the majority class."""
@@ -148,6 +152,16 @@ def null_at_margin(margin: float, base: Scenario | None = None) -> Scenario:
     accuracy = {(n, k): base.accuracy[(n, base.reference)] - (0.0 if k == base.reference else margin)
                 for n in base.train_sizes for k in base.depths}  # fmt: skip
     return replace(base, accuracy=accuracy)
+
+
+def seed_shared_collapse(scenario: Scenario) -> Scenario:
+    """``scenario`` with each depth's collapses following the seed as its skill does: ``collapse_rho[k]`` =
+    ``max(rho[k], 0)``. Real seeds collapse together at depths that train alike (the 20-seed SST-2 study at 50
+    examples: frozen -1 and 2 never disagreed with full fine-tuning in 10-13 seeds where independence expects 3-5
+    disagreements, ``bench/results/failure_concordance.txt``), and the skill's correlation is the scenario's own
+    measure of how alike two depths train; a negative one is not carried over (no data show a seed that collapses
+    at one depth being the less likely to at another)."""
+    return replace(scenario, collapse_rho={k: max(float(r), 0.0) for k, r in scenario.rho.items()})
 
 
 @dataclass(frozen=True)
@@ -223,8 +237,18 @@ def _check(scenario: Scenario) -> None:
         lacking = [n for n in scenario.train_sizes if n not in getattr(scenario, name)]
         if lacking:
             raise ValueError(f"`{name}` must give every train size a value, but lacks sizes {lacking}.")
-    if any(abs(r) > 1 for r in scenario.rho.values()) or scenario.rho[scenario.reference] != 1:
-        raise ValueError(f"`rho` must lie in [-1, 1] and be 1 for the reference, but got {dict(scenario.rho)}.")
+    for name in ("rho", "collapse_rho"):
+        values = getattr(scenario, name)
+        if values is None:
+            continue
+        if (
+            any(k not in values for k in scenario.depths)
+            or any(abs(r) > 1 for r in values.values())
+            or values[scenario.reference] != 1
+        ):
+            raise ValueError(
+                f"`{name}` must give every depth a value in [-1, 1], 1 for the reference, but got {dict(values)}."
+            )
     if any(not 0 <= c < 1 for c in scenario.collapse.values()) or any(v < 0 for v in scenario.run_sd.values()):
         raise ValueError(
             f"need 0 <= collapse < 1 and run_sd >= 0, but got {dict(scenario.collapse)}, {dict(scenario.run_sd)}."
@@ -325,7 +349,11 @@ def _size_runs(
     latent = skill[:, :, None] + scenario.class_bias_sd * lean[:, :, None] * side[None, None, :]
     healthy = latent - task.offset[:, drawn][:, None, :] + noise > 0
     rate = np.array([scenario.collapse_rate(size, k) for k in depths])[:, None]
-    failed = gen.random((len(depths), seeds)) < rate
+    if scenario.collapse_rho is None:
+        failed = gen.random((len(depths), seeds)) < rate
+    else:  # a Gaussian copula: each depth's uniform draw correlated with the reference's, seed by seed
+        shared = np.array([scenario.collapse_rho[k] for k in depths])[:, None]
+        failed = special.ndtr(_correlated(shared, seeds, gen)) < rate
     majority_right = (task.labels[drawn] == task.majority_class)[None, None, :]
     correct = np.where(failed[:, :, None], majority_right, healthy)
     return correct.reshape(len(depths) * seeds, len(drawn)), failed.reshape(-1)
