@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.sequential import SequentialPlan, fixed_design, replay
@@ -190,10 +189,8 @@ def _se(p: float, n: int) -> float:
 
 
 def _upper(p: float, n: int) -> float:
-    """The exact (Clopper-Pearson) one-sided 95% upper bound of a rate seen as ``p`` in ``n`` studies: where no
-    study erred the binomial SE is 0 and says nothing, this says how small the error has been shown to be."""
-    errors = round(p * n)
-    return 1.0 if errors >= n else float(stats.beta.ppf(0.95, errors + 1, n - errors))
+    """:func:`coverage.exact_upper` of a rate seen as the share ``p`` of ``n`` studies."""
+    return coverage.exact_upper(round(p * n), n)
 
 
 def _rates(name: str, rates: dict, n: int) -> list[str]:

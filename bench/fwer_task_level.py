@@ -25,7 +25,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
-from scipy import stats
 
 from freezestats.stats.items.task_two_part import FAILURE_RATES
 from freezestats.stats.simulation.realistic import blog_shaped, null_at_margin, realistic_task
@@ -70,11 +69,6 @@ def run(n_studies: int, first: int, models: tuple[str, ...], seeds: int = 5, pro
                                   processes=processes, errors_per_model=rates)  # fmt: skip
 
 
-def _upper(errors: int, n: int) -> float:
-    """The exact one-sided 95% upper bound of a rate seen ``errors`` times in ``n`` studies."""
-    return 1.0 if errors >= n else float(stats.beta.ppf(0.95, errors + 1, n - errors))
-
-
 def report(result: dict) -> str:
     n, first = result["n_studies"], result["first"]
     lines = [f"bench/fwer_task_level.py: null studies {first}..{first + n - 1} of null_at_margin({result['margin']}), "
@@ -87,7 +81,7 @@ def report(result: dict) -> str:
             p = errors / n
             se = (p * (1 - p) / n) ** 0.5
             name = "any size" if key == "any" else f"n={key}"
-            bound = _upper(errors, n)
+            bound = coverage.exact_upper(errors, n)
             parts.append(f"    {name:>9}: {errors:3d} of {n} = {p:.3f} (SE {se:.3f}, 95% upper {bound:.3f})")
         lines += [f"  {model}:", *parts]
     return "\n".join(lines)
