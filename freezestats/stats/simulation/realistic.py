@@ -35,67 +35,18 @@ interval speaks of).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 from scipy import optimize, special
 
-from freezestats.stats.simulation.scenario_checks import check_scenario
+from freezestats.stats.simulation.scenario import Scenario, check_scenario
 
 __all__ = ["RealisticStudy", "RealisticTask", "Scenario", "blog_shaped", "null_at_margin", "realistic_task",
            "seed_shared_collapse", "simulate_realistic"]  # fmt: skip
 
 Cell = tuple[int, int]  # (train_size, frozen_layers)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One task's simulated grid: what real runs do at each (train size, depth). Accuracies are task-level.
-
-    ``accuracy[(n, k)]`` is a run's expected accuracy over seeds and items, collapsed runs included; the
-    healthy runs' skill is solved from it. ``run_sd[n]`` is the reference's healthy run SD at size ``n`` over
-    seeds, on the item population (accuracy units, first order: :math:`\\sigma A'(\\mu)`); ``depth_sd[k]``
-    scales it per depth. ``rho[k]`` is depth ``k``'s seed correlation with the reference, ``collapse[n]`` the
-    reference's collapse probability and ``depth_collapse[k]`` its factor per depth, ``item_sd[k]`` the SD of
-    the items' depth deviations :math:`\\gamma_{ki}` (0 for the reference) on the scale where the items'
-    difficulty has SD 1, ``noise_sd`` the run-by-item noise :math:`\\sigma_e`, and ``class_bias_sd`` the SD of
-    a run's lean towards one class (:math:`\\beta_{ks}`, correlated across depths within a seed like the skill):
-    it moves the run's accuracy on each class a lot and its accuracy little. ``collapse_rho[k]``, where given, is
-    the seed-by-seed correlation of depth ``k``'s collapse draw with the reference's (a Gaussian copula: the
-    rates stay ``collapse_rate``, and a seed that collapses at one depth tends to at the others, as real seeds
-    do: ``bench/results/failure_concordance.txt``); ``None`` draws every run's collapse independently.
-    """
-
-    @property
-    def item_scale(self) -> float:
-        """The SD of what moves one item's answer between runs of the same skill (noise and class lean)."""
-        return float(np.hypot(self.noise_sd, self.class_bias_sd))
-
-    train_sizes: tuple[int, ...]
-    depths: tuple[int, ...]
-    accuracy: Mapping[Cell, float]
-    run_sd: Mapping[int, float]
-    depth_sd: Mapping[int, float]
-    rho: Mapping[int, float]
-    collapse: Mapping[int, float]
-    depth_collapse: Mapping[int, float]
-    item_sd: Mapping[int, float]
-    noise_sd: float = 0.3
-    class_bias_sd: float = 0.0
-    seeds: int = 5
-    n_items: int = 872
-    population: int = 20_000
-    majority_share: float = 0.51
-    population_seed: int = 2020
-    reference: int = 0
-    task: str = "sst2"
-    collapse_rho: Mapping[int, float] | None = None
-
-    def collapse_rate(self, size: int, depth: int) -> float:
-        """The probability that a run of depth ``depth`` at ``size`` collapses to the majority class."""
-        return min(0.95, self.collapse[size] * self.depth_collapse[depth])
 
 
 # The real SST-2 grid (examples/blog2020-minilm/results.csv, task sst2, mean `heldout` of 5 seeds per cell; read
