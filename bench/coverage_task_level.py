@@ -89,7 +89,7 @@ LABELS = {"task": "task", "task_delta": "delta", "seed_task": "seed>task", "seed
           "model_task": "model>task", "model_items": "model>items", "two_part": "two-part", "se_sd": "se/sd",
           "width_sd": "width/sd"}  # fmt: skip
 _TASKS: dict[str, RealisticTask] = {}  # the two scenarios made concrete, once per process
-_OPTIONS: dict[str, str] = {"failure_rates": "pooled"}  # the contrasts' options, set per process by _start
+_OPTIONS: dict[str, str] = {"failure_rates": "pooled"}  # the contrasts' options, set per process by configure
 
 
 def _truths(table: pd.DataFrame, truth: dict[tuple[int, int], float]) -> pd.Series:
@@ -139,7 +139,7 @@ def one_study(index: int) -> tuple[list[dict], list[dict], str | None]:
         table = table.set_index(["train_size", "frozen_layers"], drop=False)
         frame[f"{name}_task"] = _covers(table, study.truth_task).reindex(frame.index)
         frame[f"{name}_items"] = _covers(table, study.truth_items).reindex(frame.index)
-    return frame.reset_index().to_dict("records"), _null_study(index), error
+    return frame.reset_index().to_dict("records"), null_study(index), error
 
 
 def _flagged(runs: pd.DataFrame) -> pd.DataFrame:
@@ -156,13 +156,15 @@ def _collapsed(runs: pd.DataFrame) -> dict[tuple[int, int], bool]:
     return {(int(n), int(k)): bool(v or cell[(n, 0)]) for (n, k), v in cell.items()}
 
 
-def _null_study(index: int) -> list[dict]:
-    """Per contrast of one study at the margin: whether the depth is shown non-inferior, and whether any of its
-    runs collapsed."""
+def null_study(index: int, failure_rates: str | None = None) -> list[dict]:
+    """Per contrast of null study ``index`` (generator seed ``NULL_OFFSET + index``) at the margin: whether the
+    depth is shown non-inferior, and whether any of its runs collapsed. ``failure_rates`` overrides the model
+    :func:`configure` set, so another bench can score the same study under several models."""
     null = simulate_realistic(_TASKS["null"], rng=NULL_OFFSET + index)
     runs = _flagged(null.results)
+    options = {**_OPTIONS, **({"failure_rates": failure_rates} if failure_rates else {})}
     shown = task_noninferiority(
-        task_level_contrasts(runs, null.items, response="heldout", metric="accuracy", **_OPTIONS), margin=MARGIN
+        task_level_contrasts(runs, null.items, response="heldout", metric="accuracy", **options), margin=MARGIN
     )
     collapsed = _collapsed(runs)
     return [{"study": index, "train_size": int(r.train_size), "frozen_layers": int(r.frozen_layers),
@@ -170,7 +172,8 @@ def _null_study(index: int) -> list[dict]:
             for r in shown.itertuples()]  # fmt: skip
 
 
-def _start(alternative: RealisticTask, null: RealisticTask, failure_rates: str = "pooled") -> None:
+def configure(alternative: RealisticTask, null: RealisticTask, failure_rates: str = "pooled") -> None:
+    """Set this process's two scenarios and failure-rate model (a pool's initializer)."""
     _TASKS.update(alternative=alternative, null=null)
     _OPTIONS.update(failure_rates=failure_rates)
 
@@ -192,10 +195,10 @@ def run(
     tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates)
     started = time.perf_counter()
     if processes > 1:
-        with multiprocessing.Pool(processes, initializer=_start, initargs=tasks) as pool:
+        with multiprocessing.Pool(processes, initializer=configure, initargs=tasks) as pool:
             outcomes = pool.map(one_study, range(n_studies), chunksize=4)
     else:
-        _start(*tasks)
+        configure(*tasks)
         outcomes = [one_study(i) for i in range(n_studies)]
     alt = pd.DataFrame([row for rows, _, _ in outcomes for row in rows])
     null = pd.DataFrame([row for _, rows, _ in outcomes for row in rows])

@@ -41,13 +41,12 @@ coverage = task_bench.coverage
 def _one(job: tuple[int, str]) -> list[dict]:
     """One null study under one failure-rate model: per contrast, whether it was shown non-inferior."""
     index, failure_rates = job
-    task_bench._OPTIONS.update(failure_rates=failure_rates)
-    return [{**row, "failure_rates": failure_rates} for row in task_bench._null_study(index)]
+    return [{**row, "failure_rates": failure_rates} for row in task_bench.null_study(index, failure_rates)]
 
 
 def _start(seeds: int) -> None:
     base = replace(blog_shaped(), seeds=seeds)
-    task_bench._start(realistic_task(base), realistic_task(null_at_margin(task_bench.MARGIN, base)))
+    task_bench.configure(realistic_task(base), realistic_task(null_at_margin(task_bench.MARGIN, base)))
 
 
 def run(n_studies: int, first: int, models: tuple[str, ...], seeds: int = 5, processes: int = 1) -> dict:
