@@ -83,6 +83,33 @@ def build_tiny_model(folder: Path) -> Path:
     return folder
 
 
+def build_tiny_roberta(folder: Path) -> Path:
+    """A 2-layer RoBERTa with random weights saved in ``folder``, with MiniLM's (BERT) tokenizer: RoBERTa's own
+    BPE files are not shipped offline, and what differs from BERT in the model (the position ids counted from the
+    padding id, the head) does not depend on the tokenizer. ``pad_token_id`` is the tokenizer's, as RoBERTa's
+    position ids need."""
+    import torch
+    from transformers import AutoTokenizer, RobertaConfig, RobertaModel
+
+    from freezestats.encoder.backbone import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"))
+    config = RobertaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=130,
+        type_vocab_size=2,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    RobertaModel(config, add_pooling_layer=False).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def group_member(name: str, model: Path, glue_dir: Path, encoding: str = "cross", n_train: int = 48, n_val: int = 64):
     """A task's small real splits (a nested subset of ``n_train``, the first ``n_val`` validation rows), encoded
     ``encoding`` and named as the runner names them: what ``fine_tune`` and ``fine_tune_group`` train on."""

@@ -108,6 +108,24 @@ def test_a_fused_run_equals_the_run_alone(
     assert fused[0].final_train_loss != fused[1].final_train_loss  # the seeds made different runs
 
 
+@pytest.fixture(scope="module")
+def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from _factories import build_tiny_roberta
+
+    return build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"))
+
+
+@pytest.mark.parametrize("frozen", [0, 1], ids=["embeddings-train", "prefix-cached-for-evaluation"])
+def test_a_fused_roberta_run_equals_the_run_alone(tiny_roberta: Path, glue_dir: Path, frozen: int) -> None:
+    # RoBERTa differs from BERT in its position ids (counted from the padding id over the unpadded tokens, so a
+    # run padded to its batch mates' length must keep them) and in its head (two dropouts, no pooler)
+    runs = _runs(tiny_roberta, glue_dir, "sst2", [1, 2, 3], frozen)
+    fused = fine_tune_many(runs)
+    assert [outcome.extra["fusion"] for outcome in fused] == ["fused"] * 3
+    for run, outcome in zip(runs, fused, strict=True):
+        _assert_same_run(outcome, fine_tune(**run))
+
+
 def test_a_failed_run_leaves_the_batch_and_the_others_are_unchanged(tiny_model: Path, glue_dir: Path) -> None:
     runs = _runs(tiny_model, glue_dir, "stsb", [1, 2, 3], 1)
     poisoned = runs[1]["train"]
@@ -160,18 +178,22 @@ def test_the_reinit_arm_fuses_and_an_adapter_arm_runs_alone(tiny_model: Path, gl
     assert "lora_A" in reasons[0]
 
 
-def test_the_stacked_pass_and_each_run_alone_give_the_lone_models_logits(tiny_model: Path) -> None:
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_the_stacked_pass_and_each_run_alone_give_the_lone_models_logits(
+    family: str, request: pytest.FixtureRequest
+) -> None:
     # On a GPU the fused evaluator runs the K runs through a batch together; on a CPU each run alone through the
     # stacked model (StackedBert.alone). CI has no GPU, so the batched path is checked here: both give what the
     # lone models compute, padding included (4-D SDPA with the runs folded into the batch).
     from freezestats.encoder.backbone import load_classifier
     from freezestats.training.fused._stacked import StackedBert
 
+    folder = request.getfixturevalue("tiny_model" if family == "bert" else "tiny_roberta")
     models = []
     for seed in (1, 2, 3):
         torch.manual_seed(seed)
-        model = load_classifier(str(tiny_model), 2, False).eval()
-        for param in model.bert.embeddings.parameters():
+        model = load_classifier(str(folder), 2, False).eval()
+        for param in getattr(model, family).embeddings.parameters():
             param.requires_grad_(False)
         models.append(model)
     stacked = StackedBert(models).eval()
@@ -180,6 +202,7 @@ def test_the_stacked_pass_and_each_run_alone_give_the_lone_models_logits(tiny_mo
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0
     mask[3, 3:] = 0
+    ids = ids.masked_fill(mask == 0, 0)  # the tokenizer's padding id (RoBERTa's position ids skip it)
     inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
     shared = {name: value.unsqueeze(0) for name, value in inputs.items()}  # one batch for every run
     with torch.no_grad():
@@ -190,4 +213,5 @@ def test_the_stacked_pass_and_each_run_alone_give_the_lone_models_logits(tiny_mo
             expected = model(**inputs).logits
             torch.testing.assert_close(alone[0], expected, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(together[k], expected, rtol=1e-5, atol=1e-6)
-    assert stacked.weights["classifier.weight"].dim() == 3  # alone() gave the stacked weights back
+    out = "classifier.weight" if family == "bert" else "classifier.out_proj.weight"
+    assert stacked.weights[out].dim() == 3  # alone() gave the stacked weights back

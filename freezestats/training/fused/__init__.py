@@ -72,7 +72,7 @@ Outcome = RunOutcome | TrialFailed
 def fusion_blocker(runs: Sequence[Mapping[str, Any]]) -> str | None:
     """Why these runs cannot be trained fused (``None``: they can), from their inputs alone.
 
-    The model-level conditions (a BERT classifier, no adapter) are checked once the models are built.
+    The model-level conditions (a BERT or RoBERTa classifier, no adapter) are checked once the models are built.
     """
     if len(runs) < 2:
         return "a single run"

@@ -1,20 +1,20 @@
-"""K BERT classifiers as one computation: parameters stacked where they train, shared where they are frozen.
+"""K BERT or RoBERTa classifiers as one computation: parameters stacked where they train, shared where frozen.
 
 The K runs of a cell start from the same pretrained encoder; what differs is the head's initialisation (and,
 for an arm that re-initialises layers, those layers). So every parameter that trains is stacked into one
 tensor with a leading run dimension (``(K, *shape)``), and every frozen parameter is kept once: a frozen
 layer then runs as one large matrix product over all K runs' batches, a trained one as a batched product
 (``baddbmm``) over the K weight matrices. This is the forward pass of transformers' ``BertForSequenceClassification``
-written out (embeddings, blocks, pooler, classifier), operation for operation, so that a run computes what it
-computes alone; hidden states carry the run dimension first, ``(R, B, L, H)`` with ``R`` either K or 1 (one
-input shared by all runs: the validation set), broadcast where it meets stacked weights.
+written out (embeddings, blocks, pooler, classifier; for RoBERTa its own head), operation for operation, so that
+a run computes what it computes alone; hidden states carry the run dimension first, ``(R, B, L, H)`` with ``R``
+either K or 1 (one input shared by all runs: the validation set), broadcast where it meets stacked weights.
 
 Dropout draws each run's masks from that run's own generator, over that run's own (unpadded) batch shape, in
 the order transformers' BERT draws them (embeddings; per block the attention weights, the attention output, the
-feed-forward output; the pooled output), so a run's masks do not depend on which other runs share its batch,
-and on CPU (where ``F.dropout`` and SDPA's math kernel draw ``bernoulli_`` of the same shapes from the global
-generator) they are the masks the run draws alone. A change in transformers' order of dropout calls would break
-that equality, not the method: ``tests/test_fused_training.py`` would say so.
+feed-forward output; the pooled output, or the two of RoBERTa's head), so a run's masks do not depend on which
+other runs share its batch, and on CPU (where ``F.dropout`` and SDPA's math kernel draw ``bernoulli_`` of the
+same shapes from the global generator) they are the masks the run draws alone. A change in transformers' order
+of dropout calls would break that equality, not the method: ``tests/test_fused_training.py`` would say so.
 """
 
 from __future__ import annotations
@@ -30,20 +30,22 @@ from torch import nn
 
 __all__ = ["RunDropout", "StackedBert", "stacking_blocker"]
 
-_PREFIX = "bert."
+# the classifiers whose forward pass StackedBert writes out, and the family (the encoder's attribute) of each
+_FAMILIES = {"BertForSequenceClassification": "bert", "RobertaForSequenceClassification": "roberta"}
 
 
 def stacking_blocker(models: Sequence[nn.Module]) -> str | None:
-    """Why these K models cannot be stacked (``None``: they can): a BERT classifier with absolute positions,
-    every parameter a known one, the same parameters training in each, the frozen ones equal."""
+    """Why these K models cannot be stacked (``None``: they can): a BERT or RoBERTa classifier with absolute
+    positions, every parameter a known one, the same parameters training in each, the frozen ones equal."""
     first = models[0]
     config = first.config
-    if type(first).__name__ != "BertForSequenceClassification":
-        return f"the fused trainer knows BERT classifiers only, not {type(first).__name__}"
+    family = _FAMILIES.get(type(first).__name__)
+    if family is None:
+        return f"the fused trainer knows BERT and RoBERTa classifiers only, not {type(first).__name__}"
     if getattr(config, "position_embedding_type", "absolute") != "absolute":
         return "the fused trainer knows absolute position embeddings only"
     names = [name for name, _ in first.named_parameters()]
-    unknown = [name for name in names if not _known(name, config.num_hidden_layers)]
+    unknown = [name for name in names if not _known(name, config.num_hidden_layers, family)]
     if unknown:
         return f"parameters the fused trainer does not know (an adapter?): {unknown[:3]}"
     reference = dict(first.named_parameters())
@@ -73,19 +75,25 @@ _LAYER_PARAMS = tuple(
     )
     for kind in ("weight", "bias")
 )
-_OTHER_PARAMS = (
+_EMBEDDING_PARAMS = (
     *(f"embeddings.{table}_embeddings.weight" for table in ("word", "position", "token_type")),
     "embeddings.LayerNorm.weight",
     "embeddings.LayerNorm.bias",
-    "pooler.dense.weight",
-    "pooler.dense.bias",
 )
+# the head: BERT's pooler (in the encoder) and a linear classifier; RoBERTa's classification head (dense, tanh,
+# out_proj on the <s> token), which has no pooler
+_HEAD_PARAMS = {
+    "bert": ("bert.pooler.dense", "classifier"),
+    "roberta": ("classifier.dense", "classifier.out_proj"),
+}
 
 
-def _known(name: str, n_layers: int) -> bool:
-    """A parameter of transformers' BERT classifier by its exact name (an adapter's wrapped ones are not)."""
-    known = {_PREFIX + other for other in _OTHER_PARAMS} | {"classifier.weight", "classifier.bias"}
-    known |= {f"{_PREFIX}encoder.layer.{i}.{param}" for i in range(n_layers) for param in _LAYER_PARAMS}
+def _known(name: str, n_layers: int, family: str) -> bool:
+    """A parameter of transformers' BERT or RoBERTa classifier by its exact name (an adapter's wrapped ones are
+    not)."""
+    known = {f"{family}.{other}" for other in _EMBEDDING_PARAMS}
+    known |= {f"{module}.{kind}" for module in _HEAD_PARAMS[family] for kind in ("weight", "bias")}
+    known |= {f"{family}.encoder.layer.{i}.{param}" for i in range(n_layers) for param in _LAYER_PARAMS}
     return name in known
 
 
@@ -126,12 +134,16 @@ class RunDropout:
 
 
 class StackedBert(nn.Module):
-    """K ``BertForSequenceClassification`` models whose frozen parameters are equal (see :func:`stacking_blocker`)."""
+    """K ``BertForSequenceClassification`` or ``RobertaForSequenceClassification`` models whose frozen parameters
+    are equal (see :func:`stacking_blocker`). RoBERTa's encoder is BERT's; it differs in its position ids (counted
+    from the padding id, over the unpadded tokens) and its head."""
 
     def __init__(self, models: Sequence[nn.Module]) -> None:
         super().__init__()
         first = models[0]
         self.config = first.config
+        self.family = _FAMILIES[type(first).__name__]
+        self.base = self.family + "."
         self.k = len(models)
         self.weights: dict[str, torch.Tensor] = {}
         self.stacked = nn.ParameterDict()
@@ -207,19 +219,34 @@ class StackedBert(nn.Module):
             x = hidden
         for i in range(start or 0, self.n_layers):
             x = self._layer(x, i, additive, dropout if i + 1 >= quiet else None)
-        pooled = torch.tanh(self._linear(x[:, :, 0], _PREFIX + "pooler.dense"))
+        return self._head(x[:, :, 0], dropout)
+
+    def _head(self, first: torch.Tensor, dropout: RunDropout | None) -> torch.Tensor:
+        """The logits from the first token's hidden state, with the family's head and its dropouts in its order:
+        BERT's pooler, dropout, classifier; RoBERTa's dropout, dense, tanh, dropout, out_proj."""
+        p = self.config.classifier_dropout
+        p = self.config.hidden_dropout_prob if p is None else p
+        dense, out = _HEAD_PARAMS[self.family]
+        x = first
+        if self.family == "roberta" and dropout is not None:
+            x = dropout(x, p, 0)
+        x = torch.tanh(self._linear(x, dense))
         if dropout is not None:
-            p = self.config.classifier_dropout
-            pooled = dropout(pooled, self.config.hidden_dropout_prob if p is None else p, 0)
-        return self._linear(pooled, "classifier")
+            x = dropout(x, p, 0)
+        return self._linear(x, out)
 
     def _embed(self, inputs: dict[str, torch.Tensor], dropout: RunDropout | None) -> torch.Tensor:
         ids = inputs["input_ids"]
         types = inputs.get("token_type_ids")
         if types is None:
             types = torch.zeros_like(ids)
-        positions = torch.arange(ids.shape[-1], device=ids.device).expand_as(ids)
-        base = _PREFIX + "embeddings."
+        if self.family == "roberta":  # transformers' create_position_ids_from_input_ids: padding keeps its id
+            pad = self.config.pad_token_id
+            unpadded = ids.ne(pad).int()
+            positions = (torch.cumsum(unpadded, dim=-1).type_as(unpadded) * unpadded).long() + pad
+        else:
+            positions = torch.arange(ids.shape[-1], device=ids.device).expand_as(ids)
+        base = self.base + "embeddings."
         x = self._lookup(base + "word_embeddings.weight", ids) + self._lookup(
             base + "token_type_embeddings.weight", types
         )
@@ -228,7 +255,7 @@ class StackedBert(nn.Module):
         return x if dropout is None else dropout(x, self.config.hidden_dropout_prob, 1)
 
     def _layer(self, x: torch.Tensor, i: int, additive: torch.Tensor, dropout: RunDropout | None) -> torch.Tensor:
-        base = f"{_PREFIX}encoder.layer.{i}."
+        base = f"{self.base}encoder.layer.{i}."
         p = self.config.hidden_dropout_prob
         attended = self._linear(self._attention(x, base, additive, dropout), base + "attention.output.dense")
         if dropout is not None:
