@@ -72,7 +72,8 @@ def _inputs(args: argparse.Namespace, task_name: str, size: int, frozen: int) ->
     rows = nested_subsets(data.train_labels, sizes, draw_seed=0, regression=task.is_regression)[size]
     train = data.train.iloc[rows]
     val = data.validation.iloc[: args.n_val] if args.n_val else data.validation
-    tokenizer = load_tokenizer(spec.model.name)
+    model_name = args.model or spec.model.name
+    tokenizer = load_tokenizer(model_name)
     cols, length = task.text_columns, spec.training.max_length
     enc_train = encode_split([train[c].tolist() for c in cols], train["label"].to_numpy(), tokenizer, length)
     enc_val = encode_split([val[c].tolist() for c in cols], np.asarray(val["label"]), tokenizer, length)
@@ -83,7 +84,7 @@ def _inputs(args: argparse.Namespace, task_name: str, size: int, frozen: int) ->
     if args.epochs:
         training = replace(training, epochs=args.epochs)
     shared = {
-        "model_name": spec.model.name,
+        "model_name": model_name,
         "task": task,
         "metric": task.metrics[0],
         "validation": enc_val,
@@ -198,6 +199,8 @@ def _part(args: argparse.Namespace, cell: str, side: str) -> dict:
     command = [sys.executable, __file__, "--worker-cell", cell, "--side", side, "--seeds", str(args.seeds)]
     command += ["--precision", args.precision, "--n-val", str(args.n_val), "--epochs", str(args.epochs)]
     command += ["--device", args.device]
+    if args.model:
+        command += ["--model", args.model]
     if args.dropout is not None:
         command += ["--dropout", str(args.dropout)]
     before = _load()
@@ -229,7 +232,7 @@ def _reference(args: argparse.Namespace, cell: str) -> dict:
     return {"walls": walls, "best_dev": best}
 
 
-def _useful_flops(unfused: dict, cell: str) -> float:
+def _useful_flops(unfused: dict, cell: str, model: str | None) -> float:
     """The K unfused runs' matmul FLOPs: training steps through every layer (frozen layers keep dropout, so
     nothing of theirs is cached in training) and evaluations from the cached frozen prefix."""
     task_name, frozen, _ = cell.split(":")
@@ -237,7 +240,7 @@ def _useful_flops(unfused: dict, cell: str) -> float:
     from freezestats.tasks import get_task
 
     spec = load_spec(REPO / "study" / "blog2020-minilm.toml")
-    dims = flops.Dims.of_model(spec.model.name, get_task(task_name).num_labels)
+    dims = flops.Dims.of_model(model or spec.model.name, get_task(task_name).num_labels)
     n_evals = sum(run.get("n_evals", 0) for run in unfused["runs"])
     # eval_batches is made once per cell (the prefix cache keeps it): scale to every evaluation of every run
     evaluation = {k: v * n_evals for k, v in unfused["eval_counts"].items()}
@@ -246,7 +249,7 @@ def _useful_flops(unfused: dict, cell: str) -> float:
 
 
 def _report(args: argparse.Namespace, cell: str, parts: dict, peak: float | None) -> None:
-    work = _useful_flops(parts["unfused"], cell)
+    work = _useful_flops(parts["unfused"], cell, args.model)
     print(f"\n{cell} ({args.seeds} seeds, {args.precision}):")
     for side in ("unfused", "fused"):
         part = parts[side]
@@ -300,6 +303,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU's peak is measured on 8192^3)")
     parser.add_argument("--reference", action="store_true", help="also HF Trainer (fp32), --reference-seeds seeds")
     parser.add_argument("--reference-seeds", type=int, default=1)
+    parser.add_argument("--model", default=None, help="a model id or path in place of the blog spec's MiniLM")
     parser.add_argument("--dropout", type=float, default=None, help="every dropout probability (default: the model's)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--worker-cell", default=None, help=argparse.SUPPRESS)
