@@ -70,40 +70,76 @@ def _paired(a: pd.Series, b: pd.Series) -> str:
     )
 
 
+def _grids(folder: Path, device: str) -> None:
+    """One line per grid log: wall time, the runs it finished (a run cut at its time limit finishes fewer), runs
+    an hour, SM busy and the most GPU memory."""
+    print(f"whole-grid runs (bench/gpu_fused_grid.sh, bf16 autocast), {device}")
+    print(f"{'configuration':42s} {'wall s':>7s} {'runs':>9s} {'runs/h':>7s} {'SM busy %':>9s} {'GPU GiB':>8s}")
+    for log in sorted(folder.glob("grid-*.log")):
+        name = log.stem.removeprefix("grid-")
+        done, total = map(int, re.search(r"(\d+)/(\d+) cells complete", log.read_text()).groups())
+        busy, memory = _dmon(folder / f"dmon-{name}.txt")
+        wall = _wall(log)
+        runs = f"{done}/{total}"
+        print(f"{name:42s} {wall:7.1f} {runs:>9s} {3600 * done / wall:7.0f} {busy:9.1f} {memory:8.1f}")
+
+
+def _seed_means(fused: pd.DataFrame, unfused: pd.DataFrame, task: str, column: str) -> pd.Series:
+    return (fused.loc[task, column] - unfused.loc[task, column]).dropna().groupby(level="seed").mean()
+
+
+def _pooled(pairs: list[tuple[pd.DataFrame, pd.DataFrame]], labels: list[str]) -> None:
+    """Each seed's mean difference (the unit that carries a dropout stream pair) from every grid pair, pooled:
+    one t interval over all seeds, and a Welch test of whether the grids' seed means differ."""
+    print("\npooled over grids, each seed's mean fused - unfused difference the unit (points):")
+    for task in sorted(set.intersection(*(set(f.index.get_level_values("task")) for f, _ in pairs))):
+        for column in ("best_dev", "heldout"):
+            groups = [100 * _seed_means(f, u, task, column) for f, u in pairs]
+            seeds = pd.concat(groups)
+            mean, low, high = _interval(seeds)
+            each = zip(labels, groups, strict=True)
+            parts = ", ".join(f"{name}: {g.mean():+.2f} ({len(g)} seeds)" for name, g in each)
+            welch = stats.ttest_ind(groups[0], groups[1], equal_var=False).pvalue if len(groups) == 2 else float("nan")
+            print(
+                f"  {column:8s} {task}: {len(seeds)} seeds, mean {mean:+.2f}  90% CI [{low:+.2f}, {high:+.2f}]"
+                f"  t test p {stats.ttest_1samp(seeds, 0).pvalue:.3f}; {parts}; grids differ: Welch p {welch:.3f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--unfused", type=Path, help="the unfused grid (default: FOLDER/grid-10-off-mps.csv)")
+    parser.add_argument("--unfused", type=Path, help="the unfused grid (default: FOLDER's grid-*off-mps.csv)")
+    parser.add_argument("--device", default="one lent H100", help="the machine, for the header")
+    parser.add_argument("--pool", nargs=2, metavar=("FUSED", "UNFUSED"), help="another grid pair to pool by seed")
     args = parser.parse_args()
     folder = args.folder
-    print("whole MiniLM blog grid (study/blog2020-minilm.toml, 350 runs, bf16 autocast), one lent H100")
-    print(f"{'configuration':30s} {'wall s':>7s} {'runs/h':>7s} {'SM busy %':>9s} {'GPU GiB':>8s}")
-    for log in sorted(folder.glob("grid-*.log")):
-        name = log.stem.removeprefix("grid-")
-        busy, memory = _dmon(folder / f"dmon-{name}.txt")
-        wall = _wall(log)
-        print(f"{name:30s} {wall:7.1f} {3600 * 350 / wall:7.0f} {busy:9.1f} {memory:8.1f}")
-    unfused_path = args.unfused or folder / "grid-10-off-mps.csv"
+    _grids(folder, args.device)
+    unfused_path = args.unfused or next(iter(sorted(folder.glob("grid-*off-mps.csv"))))
     unfused = _table(unfused_path)
-    for path in sorted(folder.glob("grid-10-auto-mps*.csv")):
+    tasks = sorted(set(unfused.index.get_level_values("task")))
+    for path in sorted(folder.glob("grid-*auto-mps*.csv")):
         fused = _table(path)
         print(f"\nfused ({path.stem}) - unfused ({unfused_path.stem}), paired by cell and seed:")
         for column in ("best_dev", "heldout"):
-            for task in ("sst2", "cola"):
+            for task in tasks:
                 print(f"  {column:8s} {task}: {_paired(fused.loc[task, column], unfused.loc[task, column])}")
         print(f"  collapsed runs: fused {fused['failed'].mean():.3f}, unfused {unfused['failed'].mean():.3f}")
     per_size = (100 * (fused["best_dev"] - unfused["best_dev"])).groupby(level=["task", "train_size"])
     print(f"\n  best_dev difference per size (points), {path.stem} - {unfused_path.stem}:")
     print(per_size.agg(["mean", "std", "count"]).round(2).to_string().replace("\n", "\n    "))
-    if COMMITTED.exists():
-        committed = _table(COMMITTED)
+    committed = _table(COMMITTED) if COMMITTED.exists() else None
+    if committed is not None and fused.index.isin(committed.index).any():
         print("\nthe same against the committed unfused H100 run of 2026-11-22 (full fp32 weights, no MPS):")
         for name, table in ((unfused_path.stem, unfused), (path.stem, fused)):
-            for task in ("sst2", "cola"):
+            for task in tasks:
                 print(f"  {name:30s} {task}: {_paired(table.loc[task, 'best_dev'], committed.loc[task, 'best_dev'])}")
+    if args.pool:
+        _pooled([(fused, unfused), (_table(Path(args.pool[0])), _table(Path(args.pool[1])))], ["here", "pooled grid"])
     again = [_table(path)["best_dev"] for path in sorted(folder.glob("grid-*auto*.csv"))]
-    same = [float(np.mean(again[0] == other)) for other in again[1:]]
-    print(f"\nfused runs repeated in other grids: share of identical best_dev {[round(s, 2) for s in same]}")
+    if len(again) > 1:
+        same = [float(np.mean(again[0] == other)) for other in again[1:]]
+        print(f"\nfused runs repeated in other grids: share of identical best_dev {[round(s, 2) for s in same]}")
 
 
 if __name__ == "__main__":

@@ -232,9 +232,10 @@ def _reference(args: argparse.Namespace, cell: str) -> dict:
     return {"walls": walls, "best_dev": best}
 
 
-def _useful_flops(unfused: dict, cell: str, model: str | None) -> float:
-    """The K unfused runs' matmul FLOPs: training steps through every layer (frozen layers keep dropout, so
-    nothing of theirs is cached in training) and evaluations from the cached frozen prefix."""
+def _useful_flops(unfused: dict, cell: str, model: str | None) -> tuple[float, float]:
+    """The K unfused runs' matmul FLOPs, (training, evaluation): training steps through every layer (frozen
+    layers keep dropout, so nothing of theirs is cached in training) and evaluations from the cached frozen
+    prefix."""
     task_name, frozen, _ = cell.split(":")
     from freezestats.spec.study import load_spec
     from freezestats.tasks import get_task
@@ -245,12 +246,14 @@ def _useful_flops(unfused: dict, cell: str, model: str | None) -> float:
     # eval_batches is made once per cell (the prefix cache keeps it): scale to every evaluation of every run
     evaluation = {k: v * n_evals for k, v in unfused["eval_counts"].items()}
     start = max(int(frozen), 0)
-    return flops.train_flops(unfused["train_counts"], dims, int(frozen)) + flops.forward_flops(evaluation, dims, start)
+    return flops.train_flops(unfused["train_counts"], dims, int(frozen)), flops.forward_flops(evaluation, dims, start)
 
 
 def _report(args: argparse.Namespace, cell: str, parts: dict, peak: float | None) -> None:
-    work = _useful_flops(parts["unfused"], cell, args.model)
-    print(f"\n{cell} ({args.seeds} seeds, {args.precision}):")
+    train, evaluation = _useful_flops(parts["unfused"], cell, args.model)
+    work = train + evaluation
+    share = 100 * train / work
+    print(f"\n{cell} ({args.seeds} seeds, {args.precision}): {work / 1e12:.1f} TFLOP, {share:.0f}% of it training")
     for side in ("unfused", "fused"):
         part = parts[side]
         rate = work / part["wall"]
@@ -306,11 +309,15 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="a model id or path in place of the blog spec's MiniLM")
     parser.add_argument("--dropout", type=float, default=None, help="every dropout probability (default: the model's)")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--report", default=None, help="print the report of a saved --out JSON (a run cut short)")
     parser.add_argument("--worker-cell", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--side", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker_cell:
         worker(args)
+        return
+    if args.report:
+        _report_saved(Path(args.report), args.model)
         return
     import torch
 
@@ -343,6 +350,20 @@ def main() -> None:
     print(f"\nall cells: unfused {total['unfused']:.1f} s, fused {total['fused']:.1f} s, {ratio:.2f}x")
     print(f"finished: {_load()}")
     _save(args, cpu, peaks, results)
+
+
+def _report_saved(path: Path, model: str | None) -> None:
+    """The report of a saved run, from its cells that have both sides (``model``: where the model's config is
+    now, if not where it was measured). Why: a device command cut at its time limit saves every part it finished
+    but prints no report."""
+    raw = json.loads(path.read_text())
+    args = argparse.Namespace(**{**raw["args"], "model": model or raw["args"]["model"]})
+    print(f"{flops.describe(raw['cpu'])}; precision {args.precision} on every side (report of {path.name})")
+    peak = flops.best_peak(raw["peaks"], args.precision)
+    print(f"matmul peak ({args.precision}): {peak:.0f} GFLOP/s")
+    for cell, parts in raw["cells"].items():
+        if {"unfused", "fused"} <= set(parts):
+            _report(args, cell, parts, peak)
 
 
 def _save(args: argparse.Namespace, cpu: dict, peaks: list[dict], results: dict) -> None:
