@@ -41,12 +41,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special
 
-from freezestats.stats.simulation.scenario import Scenario, check_scenario
+from freezestats.stats.simulation.scenario import Cell, Scenario, check_scenario
 
 __all__ = ["RealisticStudy", "RealisticTask", "Scenario", "blog_shaped", "null_at_margin", "realistic_task",
            "seed_shared_collapse", "simulate_realistic"]  # fmt: skip
-
-Cell = tuple[int, int]  # (train_size, frozen_layers)
 
 
 # The real SST-2 grid (examples/blog2020-minilm/results.csv, task sst2, mean `heldout` of 5 seeds per cell; read
