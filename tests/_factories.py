@@ -61,53 +61,45 @@ def write_spec(folder: Path, spec: dict[str, Any], name: str = "spec.toml") -> P
     return path
 
 
-def build_tiny_model(folder: Path) -> Path:
-    """A 2-layer BERT with random weights and MiniLM's vocabulary saved in ``folder`` (trials take ~1 s)."""
+# the tiny encoders' sizes (trials take ~1 s), with MiniLM's vocabulary
+_TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 37}
+
+
+def _save_tiny(folder: Path, family: str) -> Path:
+    """A tiny encoder of ``family`` ("bert" or "roberta") with random weights and MiniLM's tokenizer in ``folder``."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
 
     from freezestats.encoder.backbone import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-    )
     torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
+    if family == "bert":
+        model = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=128, **_TINY))
+    else:  # RoBERTa's position ids start after the padding id: room for max_length + 2, the tokenizer's padding id
+        config = RobertaConfig(
+            vocab_size=tokenizer.vocab_size,
+            max_position_embeddings=130,
+            type_vocab_size=2,
+            pad_token_id=tokenizer.pad_token_id,
+            **_TINY,
+        )
+        model = RobertaModel(config, add_pooling_layer=False)
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_tiny_model(folder: Path) -> Path:
+    """A 2-layer BERT with random weights and MiniLM's vocabulary saved in ``folder`` (trials take ~1 s)."""
+    return _save_tiny(folder, "bert")
 
 
 def build_tiny_roberta(folder: Path) -> Path:
     """A 2-layer RoBERTa with random weights saved in ``folder``, with MiniLM's (BERT) tokenizer: RoBERTa's own
     BPE files are not shipped offline, and what differs from BERT in the model (the position ids counted from the
-    padding id, the head) does not depend on the tokenizer. ``pad_token_id`` is the tokenizer's, as RoBERTa's
-    position ids need."""
-    import torch
-    from transformers import AutoTokenizer, RobertaConfig, RobertaModel
-
-    from freezestats.encoder.backbone import resolve_model
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6"))
-    config = RobertaConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=130,
-        type_vocab_size=2,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    RobertaModel(config, add_pooling_layer=False).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    padding id, the head) does not depend on the tokenizer."""
+    return _save_tiny(folder, "roberta")
 
 
 def group_member(name: str, model: Path, glue_dir: Path, encoding: str = "cross", n_train: int = 48, n_val: int = 64):
