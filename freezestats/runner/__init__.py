@@ -319,9 +319,7 @@ class _Runner:
             raise optuna.TrialPruned("another trial of this cell ran or runs")
         self.n_run += 1  # counted here, so a stray claim (a race lost to another worker) is not a run
         if self.fuse != "off":  # a run of a `--fuse` worker that had nothing to fuse it with
-            trial.set_user_attr("fuse", self.fuse)
-            trial.set_user_attr("fuse_k", 1)
-            trial.set_user_attr("fusion", "alone: nothing to fuse it with")
+            set_user_attrs(trial, {"fuse": self.fuse, "fuse_k": 1, "fusion": "alone: nothing to fuse it with"})
         try:
             # Ctrl-C raises at once only inside the training (run_cell's `interruptible` blocks). Raised inside a
             # database write (the suggestions here, the artifacts and the record after the training), it can

@@ -159,8 +159,7 @@ def _train_and_tell(runner: _Runner, trials: list[optuna.Trial]) -> None:
     try:
         cells = [suggest_cell(trial, runner.spec) for trial in trials]
         for trial in trials:
-            trial.set_user_attr("fuse", runner.fuse)
-            trial.set_user_attr("fuse_k", len(trials))
+            set_user_attrs(trial, {"fuse": runner.fuse, "fuse_k": len(trials)})
         runner.progress.start_cell(cells[0])
         runs, splits = _inputs(runner, cells)
         with runner.interrupts.interruptible():
@@ -171,11 +170,10 @@ def _train_and_tell(runner: _Runner, trials: list[optuna.Trial]) -> None:
             if isinstance(outcome, TrialFailed):
                 _fail(runner, trial, outcome)
             else:
-                trial.set_user_attr("fusion", outcome.extra.get("fusion", "alone"))
                 record = task_record(
                     runner.prepared, cell, cell.task, outcome, train, validation, trial, runner.artifact_store
                 )
-                set_user_attrs(trial, record.attrs())
+                set_user_attrs(trial, {**record.attrs(), "fusion": outcome.extra.get("fusion", "alone")})
                 runner.study.tell(trial, float(record.best_dev))
             pending.remove(trial)
     except KeyboardInterrupt:  # every claimed cell goes back in the queue, uncounted

@@ -197,9 +197,19 @@ def copy_trial(study: optuna.Study, source: FrozenTrial, cell: Cell, spec: Study
 
 
 def set_user_attrs(target: optuna.Trial | optuna.Study, attrs: Mapping[str, Any]) -> None:
-    """Store JSON-safe values (numpy scalars and tuples are converted)."""
-    for key, value in attrs.items():
-        target.set_user_attr(key, json.loads(json.dumps(value, default=_to_builtin)))
+    """Store JSON-safe values (numpy scalars and tuples are converted); a trial's in one transaction where the
+    storage can (:meth:`~freezestats.study.storage._HeartbeatOnClaimStorage.set_trial_user_attrs`), so that a
+    run's record is stored whole or not at all, with one commit instead of one per attribute."""
+    safe = {key: json.loads(json.dumps(value, default=_to_builtin)) for key, value in attrs.items()}
+    storage = getattr(target, "storage", None)
+    # Optuna wraps RDB storage in its _CachedStorage, which hands attribute writes to the RDB storage unchanged
+    batch = getattr(getattr(storage, "_backend", storage), "set_trial_user_attrs", None)
+    if isinstance(target, optuna.Trial) and batch is not None:
+        batch(target._trial_id, safe)
+        target._cached_frozen_trial.user_attrs.update(safe)  # what Trial.set_user_attr does for each key
+        return
+    for key, value in safe.items():
+        target.set_user_attr(key, value)
 
 
 def _to_builtin(value: Any) -> Any:
