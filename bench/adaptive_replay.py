@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -90,6 +91,8 @@ def replay_task(
                      f"  {int(row['at_trial']):>8}")  # fmt: skip
     total = summary.set_index("train_size").loc[-1]
     lines.append("\n" + summary.to_string(index=False))
+    claims = {cell for cell, row in last.iterrows() if row["decision"] == "noninferior"}
+    lines += _fixed_by_seeds(runs, own, plan, claims, response, metric, int(total["runs_adaptive"]))
     numbers = {"runs_adaptive": int(total["runs_adaptive"]), "runs_fixed": int(total["runs_fixed"]),
                "shown_fixed": int(fixed["noninferior"].sum()), "shown_adaptive": int(total["noninferior"]),
                "same_claims": int(sum(same)), "comparisons": len(same)}  # fmt: skip
@@ -99,6 +102,24 @@ def replay_task(
         f"adaptive {numbers['shown_adaptive']}; the same claim in {numbers['same_claims']} of {len(same)} comparisons"
     )
     return "\n".join(lines), numbers
+
+
+def _fixed_by_seeds(
+    runs: pd.DataFrame, own: pd.DataFrame, plan: SequentialPlan, claims: set, response: str, metric: str, used: int
+) -> list[str]:
+    """The fixed design on each look's first seeds (seeds 1..S of every cell): its non-inferiority claims, and
+    whether they are the adaptive replay's. Why: "the same decisions as a fixed design of equal power" has no
+    power to read on one real study, but the smallest fixed design that makes the adaptive replay's claims is
+    the one it saved runs against."""
+    cells = runs[["train_size", "frozen_layers"]].drop_duplicates()
+    lines = ["\nthe fixed design on the first S seeds of every cell:", "     S   runs  claims  same as adaptive  ratio"]
+    for seeds in [look for look in plan.looks() if look >= plan.min_seeds]:
+        at = replace(plan, max_seeds=seeds)
+        fixed = fixed_design(runs[runs["seed"] <= seeds], own, at, response=response, metric=metric)
+        shown = set(map(tuple, fixed.loc[fixed["noninferior"], ["train_size", "frozen_layers"]].to_numpy()))
+        n_runs = seeds * len(cells)
+        lines.append(f"{seeds:>6}  {n_runs:>5}  {len(shown):>6}  {shown == claims!s:>16}  {used / n_runs:5.2f}")
+    return lines
 
 
 def main() -> None:
