@@ -59,9 +59,14 @@ def test_a_study_keeps_its_attributes_one_by_one(tmp_path: Path) -> None:
 
 
 def test_a_record_on_postgresql(postgres_url: str) -> None:
+    # the server is the session's: the study is deleted again, since other tests expect to find theirs alone
     storage, study, trial = _running_trial(postgres_url, "record-writes-postgres")
-    commits = _commits(storage)
-    set_user_attrs(trial, RECORD)
-    assert len(commits) == 1
-    study.tell(trial, 0.75)
-    assert optuna.load_study(study_name="record-writes-postgres", storage=postgres_url).trials[0].user_attrs == STORED
+    try:
+        commits = _commits(storage)
+        set_user_attrs(trial, RECORD)
+        assert len(commits) == 1
+        study.tell(trial, 0.75)
+        stored = optuna.load_study(study_name="record-writes-postgres", storage=postgres_url).trials[0].user_attrs
+        assert stored == STORED
+    finally:
+        optuna.delete_study(study_name="record-writes-postgres", storage=postgres_url)
