@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import platform
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -114,8 +113,7 @@ def _fixed_by_seeds(
     cells = runs[["train_size", "frozen_layers"]].drop_duplicates()
     lines = ["\nthe fixed design on the first S seeds of every cell:", "     S   runs  claims  same as adaptive  ratio"]
     for seeds in [look for look in plan.looks() if look >= plan.min_seeds]:
-        at = replace(plan, max_seeds=seeds)
-        fixed = fixed_design(runs[runs["seed"] <= seeds], own, at, response=response, metric=metric)
+        fixed = fixed_design(runs, own, plan, seeds=seeds, response=response, metric=metric)
         shown = set(map(tuple, fixed.loc[fixed["noninferior"], ["train_size", "frozen_layers"]].to_numpy()))
         n_runs = seeds * len(cells)
         lines.append(f"{seeds:>6}  {n_runs:>5}  {len(shown):>6}  {shown == claims!s:>16}  {used / n_runs:5.2f}")
