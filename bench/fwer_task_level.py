@@ -24,6 +24,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from freezestats.stats.items.task_two_part import FAILURE_RATES
@@ -64,8 +65,10 @@ def run(n_studies: int, first: int, models: tuple[str, ...], seeds: int = 5, pro
     for model, at in rows.groupby("failure_rates"):
         shown = at.groupby(["study", "train_size"])["noninferior"].any().unstack()
         rates[model] = {"any": int(shown.any(axis=1).sum()), **{str(n): int(shown[n].sum()) for n in shown.columns}}
+    claims = rows[rows["noninferior"]]
     return coverage.result_record(n_studies, started, {}, [], first=first, seeds=seeds, margin=task_bench.MARGIN,
-                                  processes=processes, errors_per_model=rates)  # fmt: skip
+                                  processes=processes, errors_per_model=rates,
+                                  claims=claims.to_dict("records"))  # fmt: skip
 
 
 def report(result: dict) -> str:
@@ -83,7 +86,29 @@ def report(result: dict) -> str:
             bound = coverage.exact_upper(errors, n)
             parts.append(f"    {name:>9}: {errors:3d} of {n} = {p:.3f} (SE {se:.3f}, 95% upper {bound:.3f})")
         lines += [f"  {model}:", *parts]
+    if "claims" in result:
+        lines += ["", *claim_breakdown(pd.DataFrame(result["claims"]), n)]
     return "\n".join(lines)
+
+
+def claim_breakdown(claims: pd.DataFrame, n: int) -> list[str]:
+    """Where the false claims come from: per model, the claims (contrasts shown non-inferior at the margin) by
+    what the pair's runs at that size showed: no run flagged as failed (a failure rate the sample did not see),
+    every run flagged (nothing healthy to compare), or some of each.
+
+    Why: the truth at the margin includes each cell's failure rate times its failed runs' gap; a contrast whose
+    5 + 5 runs show no failure has nothing in its data that speaks of that part."""
+    lines = ["false claims by what the pair's runs at that size showed (flagged as failed):"]
+    if claims.empty:
+        return [*lines, "  none"]
+    kind = np.select([claims["flagged"] == 0, claims["flagged"] == claims["runs"]], ["none", "all"], "some")
+    for model, at in claims.assign(kind=kind).groupby("failure_rates"):
+        counts = at["kind"].value_counts()
+        cells = ", ".join(f"({r.train_size}, {r.frozen_layers})" for r in at.itertuples())
+        lines.append(f"  {model}: {len(at)} claims in {at['study'].nunique()} of {n} studies; none flagged "
+                     f"{counts.get('none', 0)}, all flagged {counts.get('all', 0)}, some {counts.get('some', 0)}; "
+                     f"cells {cells}")  # fmt: skip
+    return lines
 
 
 def main() -> None:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.inference.graphical import depth_sequence_graph, graphical_test
 from freezestats.stats.inference.sequence import NONINFERIORITY_COLUMNS, depth_rank, order_by_depth
+from freezestats.stats.inference.tail_matched import matched_lower, matched_p_value
 
 __all__ = ["FAMILY_PROCEDURE", "TASK_NONINFERIORITY_COLUMNS", "task_noninferiority"]
 
@@ -81,25 +81,28 @@ def task_noninferiority(
         raise ModelFitError(f"task_noninferiority: `contrasts` lacks {missing} (task_level_contrasts' columns).")
     table = order_by_depth(contrasts)
     # a two-part contrast's interval is not symmetric (a failure rate near 0 has room above it only): the test
-    # of a lower bound reads the lower side
+    # of a lower bound reads the lower side, at the test's own level where the contrast carries its ladder
     lower_side = [c if c in table else plain for c, plain in (("se_lower", "se"), ("df_lower", "df"))]
     estimate, se, df = (table[c].to_numpy(dtype=float) for c in ("estimate", *lower_side))
+    ladders = list(table["lower_tail"]) if "lower_tail" in table else [None] * len(table)
     # A contrast with no spread at all (every run of both cells scored the same, e.g. all at the constant
     # predictor) carries no evidence: it is tested with p = 1 and has no bound, never a zero-width one.
     spread = np.isfinite(se) & (se > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         t_stat = np.where(spread, (estimate + margin) / np.where(spread, se, 1.0), np.nan)
-    p_val = np.where(spread, stats.t.sf(t_stat, df), 1.0)
+    p_val = np.array([matched_p_value(e, margin, s, d, lad) if ok else 1.0
+                      for e, s, d, lad, ok in zip(estimate, se, df, ladders, spread, strict=True)])  # fmt: skip
     weights, transitions = depth_sequence_graph(
         table["train_size"].to_numpy(), depth_rank(table["frozen_layers"].to_numpy()), first_share
     )
     result = graphical_test(p_val, weights, transitions, alpha)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        crit = stats.t.ppf(1.0 - np.maximum(result.local_alpha, 1e-300), df)
+    levels = np.maximum(result.local_alpha, 1e-300)
+    lower = [matched_lower(e, a, s, d, lad) if ok else np.nan
+             for e, a, s, d, lad, ok in zip(estimate, levels, se, df, ladders, spread, strict=True)]  # fmt: skip
     sizes = int(table["train_size"].nunique())
     family = f"{FAMILY_PROCEDURE}; familywise alpha={alpha:g} over {len(table)} tests at {sizes} sizes"
     return table.assign(
-        lower=np.where(spread, estimate - crit * se, np.nan),
+        lower=lower,
         margin=float(margin),
         t=t_stat,
         p_val=p_val,

@@ -74,6 +74,7 @@ TASK_CONTRAST_COLUMNS = [
     "df_lower",
     "se_upper",
     "df_upper",
+    "lower_tail",
     "p_fail",
     "p_fail_reference",
     "failure_sides",
@@ -151,8 +152,9 @@ def task_level_contrasts(
         0.74-0.78 at 100 examples for depths 4-6), so ``"pooled"`` stays the default. ``"pooled_joint"``: the
         pooled model with the failure part's interval from the two rates drawn jointly, averaged over the level x
         size SD (:mod:`~freezestats.stats.failures.sd_integration`): fewer contrasts above the band and none
-        below on 400 simulated studies, but a familywise error of 0.056 at the margin over 800 null studies
-        (0.035 for ``"pooled"``).
+        below on 400 simulated studies, and a familywise error at the margin of 0.015 over 800 null studies
+        (0.025 for ``"pooled"`` on 400) since each test reads the failure part at its own level (0.056 and 0.035
+        before).
 
     Returns
     -------
@@ -161,8 +163,10 @@ def task_level_contrasts(
         two or more paired runs. ``item_share`` is the item part's share of the variance (0 for the evaluation
         set). ``failure_sides`` says how a two-part contrast's failure part got its interval
         (:data:`~freezestats.stats.items.task_two_part.FAILURE_SIDES`), including where ``"pooled_joint"`` fell
-        back to Wilson-MOVER. A contrast with fewer than two pairs is left out (nothing to estimate its spread
-        from).
+        back to Wilson-MOVER; ``lower_tail`` its lower SE and df with the failure part read at each one-sided
+        level of :data:`~freezestats.stats.items.task_two_part.TAIL_ALPHAS`, for tests at their own level
+        (:mod:`~freezestats.stats.inference.tail_matched`; None where there is no failure part, or the slope
+        model's). A contrast with fewer than two pairs is left out (nothing to estimate its spread from).
     """
     if population not in POPULATIONS:
         raise ModelFitError(
@@ -259,7 +263,8 @@ def _contrast(
         whole = method == "two-part, depth whole"
         return {**with_failure_part(out, parts, cell, confidence, whole_depth=whole), "method": method}
     return {**out, "se_lower": out["se"], "df_lower": out["df"], "se_upper": out["se"], "df_upper": out["df"],
-            "p_fail": 0.0, "p_fail_reference": 0.0, "failure_sides": "none", "method": method}  # fmt: skip
+            "lower_tail": None, "p_fail": 0.0, "p_fail_reference": 0.0, "failure_sides": "none",
+            "method": method}  # fmt: skip
 
 
 def _partial_contrast(

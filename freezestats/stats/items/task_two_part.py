@@ -37,7 +37,9 @@ so it is exact for the analysis's own flags (the binomial rule against the major
   (:mod:`~freezestats.stats.failures.sd_integration`): on 400 studies of the realistic simulator no contrast
   below the band and 12 of 30 above it (Wilson-MOVER: 24 above), but a familywise error of 0.056 at the margin
   over 800 null studies (Wilson-MOVER 0.035; ``bench/results/coverage_task_level_integrated.txt`` and
-  ``fwer_task_level_400_799.txt``), so it is an option.
+  ``fwer_task_level_400_799.txt``), so it is an option. That error was the tests', which scaled the 95% side to
+  their levels; since each reads the side at its own level (``lower_tail``,
+  :mod:`~freezestats.stats.inference.tail_matched`) it is 0.015 over the same 800 (Wilson-MOVER 0.025 on 400).
 
 The pooling is in the failure rates only, over the two depths' sizes, never over other depths: a depth's contrast is
 the same whichever other depths the study ran. A depth with fewer than two healthy runs (most of its runs failed,
@@ -62,7 +64,7 @@ from freezestats.stats.failures.sd_integration import RateMixture
 from freezestats.stats.failures.slope_rates import slope_failure_probabilities, slope_failure_sides
 from freezestats.stats.failures.two_part import failed_mean, failure_delta_variance, failure_sides, joined_se
 
-__all__ = ["FAILURE_RATES", "FAILURE_SIDES", "FailureParts", "failure_parts", "with_failure_part"]
+__all__ = ["FAILURE_RATES", "FAILURE_SIDES", "TAIL_ALPHAS", "FailureParts", "failure_parts", "with_failure_part"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size), as pooled_failure_probabilities keys its cells
 FailureRates = Literal["pooled", "pooled_joint", "slope"]
@@ -81,6 +83,10 @@ FAILURE_SIDES: tuple[str, ...] = ("Wilson-MOVER", "joint draws", "Wilson-MOVER (
 #: The SD of the depth's and the reference's effects in the pair's pooled failure model, given, not estimated: two
 #: levels cannot estimate it (:mod:`~freezestats.stats.failures.pooled_rates`, "Two levels").
 PAIR_LEVEL_SD = 2.5
+#: The one-sided levels at which a contrast's lower side is also read, for tests at levels other than the
+#: interval's (:mod:`~freezestats.stats.inference.tail_matched`): the task family's local levels are 0.001-0.01,
+#: a sequential look's spent levels smaller; below the lowest rung the side is held there.
+TAIL_ALPHAS: tuple[float, ...] = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,8 @@ def with_failure_part(
     Returns the healthy contrast's keys with ``estimate, se, df`` replaced by the whole contrast's, plus the lower
     and upper SEs and df of its asymmetric interval (``se_lower, df_lower, se_upper, df_upper``) and both cells'
     P(fail): the interval is ``estimate - t se_lower .. estimate + t se_upper``, and a non-inferiority test reads
-    the lower side. ``cell`` is (size, depth, reference).
+    the lower side, at its own level from ``lower_tail`` (:func:`_lower_tail`). ``cell`` is (size, depth,
+    reference).
 
     ``whole_depth``: the reference's healthy runs against all the depth's runs, failed ones included (a depth
     whose runs mostly fail, e.g. one that scores at the majority rate and is flagged by the binomial rule: it has
@@ -180,23 +187,43 @@ def with_failure_part(
     weight = 1.0 - (p_k + p_0) / 2
     known = [(weight**2 * healthy_pairs["se"] ** 2, healthy_pairs["df"]), (p_k**2 * v_bk, df_bk),
              (p_0**2 * v_b0, df_b0)]  # fmt: skip
-    if parts.posterior is not None:
-        v_fail, low, high = _posterior_sides(parts, ((k, p_k, row_k), (r, p_0, parts.p_rows[r])),
-                                             (b_k - h_k, -(b_0 - h_0)), confidence)  # fmt: skip
-    elif parts.bounds is None:
-        v_fail, low, high = failure_sides(((p_k, row_k), (p_0, parts.p_rows[r])), (b_k - h_k, b_0 - h_0),
-                                          confidence)  # fmt: skip
-    else:  # the slope model's own intervals; a depth entering whole has no failure term
-        k_cell = (p_k, row_k, (0.0, 0.0) if whole_depth else parts.bounds[k])
-        v_fail, low, high = slope_failure_sides((k_cell, (p_0, parts.p_rows[r], parts.bounds[r])),
-                                                (b_k - h_k, b_0 - h_0))  # fmt: skip
+    terms = ((k, p_k, row_k, b_k - h_k), (r, p_0, parts.p_rows[r], b_0 - h_0))
+    v_fail, low, high = _sides(parts, terms, whole_depth, confidence)
     z = stats.norm.ppf(0.5 + confidence / 2)
     se, df = joined_se(known, v_fail)
     se_lower, df_lower = joined_se(known, (low / z) ** 2)
     se_upper, df_upper = joined_se(known, (high / z) ** 2)
     return {**healthy_pairs, "estimate": float(estimate), "se": se, "df": df, "se_lower": se_lower,
             "df_lower": df_lower, "se_upper": se_upper, "df_upper": df_upper, "p_fail": p_k,
-            "p_fail_reference": p_0, "failure_sides": parts.sides}  # fmt: skip
+            "p_fail_reference": p_0, "failure_sides": parts.sides,
+            "lower_tail": _lower_tail(parts, terms, whole_depth, known)}  # fmt: skip
+
+
+def _sides(parts: FailureParts, terms: tuple, whole_depth: bool, confidence: float) -> tuple[float, float, float]:
+    """The failure part's delta-method variance and its interval's lower and upper half-widths at ``confidence``,
+    by the rule ``parts`` was fitted with (:data:`FAILURE_SIDES`). ``terms`` are the depth's and the reference's
+    ``(cell, P, (row, Cov) or None, b - h)``."""
+    (k, p_k, row_k, gap_k), (r, p_0, row_0, gap_0) = terms
+    if parts.posterior is not None:
+        return _posterior_sides(parts, ((k, p_k, row_k), (r, p_0, row_0)), (gap_k, -gap_0), confidence)
+    if parts.bounds is None:
+        return failure_sides(((p_k, row_k), (p_0, row_0)), (gap_k, gap_0), confidence)
+    # the slope model's own intervals; a depth entering whole has no failure term
+    k_cell = (p_k, row_k, (0.0, 0.0) if whole_depth else parts.bounds[k])
+    return slope_failure_sides((k_cell, (p_0, row_0, parts.bounds[r])), (gap_k, gap_0))
+
+
+def _lower_tail(parts: FailureParts, terms: tuple, whole_depth: bool, known: list) -> tuple | None:
+    """The contrast's lower SE and df with the failure part's lower side read at each one-sided level of
+    :data:`TAIL_ALPHAS` (:mod:`~freezestats.stats.inference.tail_matched`), or None for the slope model, whose
+    intervals come at one level from its fit."""
+    if parts.bounds is not None:
+        return None
+    rungs = []
+    for alpha in TAIL_ALPHAS:
+        _, low, _ = _sides(parts, terms, whole_depth, 1.0 - 2.0 * alpha)
+        rungs.append((alpha, *joined_se(known, (low / stats.norm.isf(alpha)) ** 2)))
+    return tuple(rungs)
 
 
 def _posterior_sides(parts: FailureParts, cells: tuple, weights: tuple[float, float],
