@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from freezestats.stats.inference.tail_matched import matched_lower, matched_p_value
+from freezestats.stats.inference.tail_matched import TAIL_ALPHAS, matched_lower, matched_p_value
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.task_level import task_level_contrasts
-from freezestats.stats.items.task_two_part import TAIL_ALPHAS
 from freezestats.stats.simulation.realistic import blog_shaped, realistic_task, simulate_realistic
 
 # a failure part twice as long at 0.1% as the normal extrapolation of its 2.5% side would make it

@@ -16,7 +16,7 @@ of 800 null studies against a target of 0.05, at 0.018 per size against a level 
 What it does
 ------------
 A contrast that has a failure part carries a *ladder*: its lower SE and df with :math:`F`'s lower side read at each
-one-sided level :math:`\alpha_j` of :data:`~freezestats.stats.items.task_two_part.TAIL_ALPHAS` (each side from
+one-sided level :math:`\alpha_j` of :data:`TAIL_ALPHAS` (each side from
 the same rule as the interval's: Wilson-MOVER or the joint draws, at confidence :math:`1 - 2\alpha_j`). The lower
 bound at level :math:`\alpha` is :math:`\hat\Delta - t_{1-\alpha,\,\nu(\alpha)}\, s(\alpha)` with :math:`s` and
 :math:`\nu` interpolated in :math:`\log\alpha` between rungs (held at the end rungs outside them), so at
@@ -35,16 +35,35 @@ same studies). The 95% intervals are untouched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy import optimize, stats
 
-__all__ = ["Ladder", "matched_lower", "matched_p_value"]
+__all__ = ["TAIL_ALPHAS", "Ladder", "lower_ladder", "matched_lower", "matched_p_value"]
 
 #: ``((alpha_j, se_j, df_j), ...)``: a contrast's lower SE and df with its failure part read at one-sided level
 #: ``alpha_j``, ascending in ``alpha_j``.
 Ladder = Sequence[tuple[float, float, float]]
+#: The one-sided levels at which a contrast's lower side is read, for tests at levels other than the interval's:
+#: the task family's local levels are 0.001-0.01, a fixed sequence's alpha / sizes 0.01; below the lowest rung
+#: the side is held there.
+TAIL_ALPHAS: tuple[float, ...] = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
+
+
+def lower_ladder(
+    known: list[tuple[float, float]],
+    low_at: Callable[[float], float],
+    joined: Callable[[list[tuple[float, float]], float], tuple[float, float]],
+) -> tuple[tuple[float, float, float], ...]:
+    """A contrast's ladder: at each level of :data:`TAIL_ALPHAS`, the lower SE and df of ``known`` (variance, df)
+    parts joined with the failure part's lower half-width ``low_at(confidence)`` at confidence ``1 - 2 alpha``,
+    taken as a normal part at that level (``(low / z_alpha)^2``), by ``joined`` (Welch-Satterthwaite)."""
+    rungs = []
+    for alpha in TAIL_ALPHAS:
+        low = low_at(1.0 - 2.0 * alpha)
+        rungs.append((alpha, *joined(known, (low / stats.norm.isf(alpha)) ** 2)))
+    return tuple(rungs)
 
 
 def _side(ladder: Ladder, alpha: float) -> tuple[float, float]:

@@ -164,7 +164,7 @@ def task_level_contrasts(
         set). ``failure_sides`` says how a two-part contrast's failure part got its interval
         (:data:`~freezestats.stats.items.task_two_part.FAILURE_SIDES`), including where ``"pooled_joint"`` fell
         back to Wilson-MOVER; ``lower_tail`` its lower SE and df with the failure part read at each one-sided
-        level of :data:`~freezestats.stats.items.task_two_part.TAIL_ALPHAS`, for tests at their own level
+        level of :data:`~freezestats.stats.inference.tail_matched.TAIL_ALPHAS`, for tests at their own level
         (:mod:`~freezestats.stats.inference.tail_matched`; None where there is no failure part, or the slope
         model's). A contrast with fewer than two pairs is left out (nothing to estimate its spread from).
     """

@@ -63,8 +63,9 @@ from freezestats.stats.failures.rate_posterior import RatePosterior
 from freezestats.stats.failures.sd_integration import RateMixture
 from freezestats.stats.failures.slope_rates import slope_failure_probabilities, slope_failure_sides
 from freezestats.stats.failures.two_part import failed_mean, failure_delta_variance, failure_sides, joined_se
+from freezestats.stats.inference.tail_matched import lower_ladder
 
-__all__ = ["FAILURE_RATES", "FAILURE_SIDES", "TAIL_ALPHAS", "FailureParts", "failure_parts", "with_failure_part"]
+__all__ = ["FAILURE_RATES", "FAILURE_SIDES", "FailureParts", "failure_parts", "with_failure_part"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size), as pooled_failure_probabilities keys its cells
 FailureRates = Literal["pooled", "pooled_joint", "slope"]
@@ -83,10 +84,6 @@ FAILURE_SIDES: tuple[str, ...] = ("Wilson-MOVER", "joint draws", "Wilson-MOVER (
 #: The SD of the depth's and the reference's effects in the pair's pooled failure model, given, not estimated: two
 #: levels cannot estimate it (:mod:`~freezestats.stats.failures.pooled_rates`, "Two levels").
 PAIR_LEVEL_SD = 2.5
-#: The one-sided levels at which a contrast's lower side is also read, for tests at levels other than the
-#: interval's (:mod:`~freezestats.stats.inference.tail_matched`): the task family's local levels are 0.001-0.01,
-#: a sequential look's spent levels smaller; below the lowest rung the side is held there.
-TAIL_ALPHAS: tuple[float, ...] = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 
 
 @dataclass(frozen=True)
@@ -215,15 +212,11 @@ def _sides(parts: FailureParts, terms: tuple, whole_depth: bool, confidence: flo
 
 def _lower_tail(parts: FailureParts, terms: tuple, whole_depth: bool, known: list) -> tuple | None:
     """The contrast's lower SE and df with the failure part's lower side read at each one-sided level of
-    :data:`TAIL_ALPHAS` (:mod:`~freezestats.stats.inference.tail_matched`), or None for the slope model, whose
-    intervals come at one level from its fit."""
+    :data:`~freezestats.stats.inference.tail_matched.TAIL_ALPHAS`, for tests at their own level; None for the
+    slope model, whose intervals come at one level from its fit."""
     if parts.bounds is not None:
         return None
-    rungs = []
-    for alpha in TAIL_ALPHAS:
-        _, low, _ = _sides(parts, terms, whole_depth, 1.0 - 2.0 * alpha)
-        rungs.append((alpha, *joined_se(known, (low / stats.norm.isf(alpha)) ** 2)))
-    return tuple(rungs)
+    return lower_ladder(known, lambda level: _sides(parts, terms, whole_depth, level)[1], joined_se)
 
 
 def _posterior_sides(parts: FailureParts, cells: tuple, weights: tuple[float, float],
