@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from freezestats.stats.inference.tail_matched import TAIL_ALPHAS, matched_lower, matched_p_value
+from freezestats.stats.inference.tail_matched import TAIL_ALPHAS, matched_lower, matched_p_value, matched_side
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.simulation.realistic import blog_shaped, realistic_task, simulate_realistic
@@ -68,6 +68,8 @@ def test_the_family_reads_the_ladder_at_each_local_level() -> None:
     assert not bool(matched["noninferior"].iloc[0])  # the side at 0.2%: SE 0.034, bound -0.13
     assert float(matched["lower"].iloc[0]) == pytest.approx(matched_lower(0.0, level, 0.01, 8.0, tail))
     assert float(matched["lower"].iloc[0]) < -0.1
+    side = matched_side(level, 0.01, 8.0, tail)[0]  # the t statistic is on the side that level reads
+    assert float(matched["t"].iloc[0]) == pytest.approx(0.05 / side) and side > 0.03
 
 
 @cache

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import optimize, stats
 
-__all__ = ["TAIL_ALPHAS", "Ladder", "lower_ladder", "matched_lower", "matched_p_value"]
+__all__ = ["TAIL_ALPHAS", "Ladder", "lower_ladder", "matched_lower", "matched_p_value", "matched_side"]
 
 #: ``((alpha_j, se_j, df_j), ...)``: a contrast's lower SE and df with its failure part read at one-sided level
 #: ``alpha_j``, ascending in ``alpha_j``.
@@ -66,6 +66,11 @@ def lower_ladder(
     return tuple(rungs)
 
 
+def matched_side(alpha: float, se: float, df: float, ladder: Ladder | None = None) -> tuple[float, float]:
+    """The lower side's ``(se, df)`` a test at ``alpha`` reads: the ladder's there, else ``(se, df)`` as given."""
+    return _side(ladder, alpha) if ladder else (se, df)
+
+
 def _side(ladder: Ladder, alpha: float) -> tuple[float, float]:
     """``(se, df)`` at ``alpha``: linear in log alpha between rungs, the end rung's outside them. An infinite df
     (no part with finite df) stays infinite."""
@@ -86,8 +91,7 @@ def matched_lower(estimate: float, alpha: float, se: float, df: float, ladder: L
     >>> round(matched_lower(0.0, 0.001, 1.0, np.inf, ladder), 3), round(matched_lower(0.0, 0.001, 1.0, np.inf), 3)
     (-6.18, -3.09)
     """
-    if ladder:
-        se, df = _side(ladder, alpha)
+    se, df = matched_side(alpha, se, df, ladder)
     return float(estimate - stats.t.ppf(1.0 - alpha, df) * se)
 
 

@@ -23,7 +23,7 @@ import pandas as pd
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.inference.graphical import depth_sequence_graph, graphical_test
 from freezestats.stats.inference.sequence import NONINFERIORITY_COLUMNS, depth_rank, order_by_depth
-from freezestats.stats.inference.tail_matched import matched_lower, matched_p_value
+from freezestats.stats.inference.tail_matched import matched_lower, matched_p_value, matched_side
 
 __all__ = ["FAMILY_PROCEDURE", "TASK_NONINFERIORITY_COLUMNS", "task_noninferiority"]
 
@@ -88,8 +88,6 @@ def task_noninferiority(
     # A contrast with no spread at all (every run of both cells scored the same, e.g. all at the constant
     # predictor) carries no evidence: it is tested with p = 1 and has no bound, never a zero-width one.
     spread = np.isfinite(se) & (se > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_stat = np.where(spread, (estimate + margin) / np.where(spread, se, 1.0), np.nan)
     p_val = np.array([matched_p_value(e, margin, s, d, lad) if ok else 1.0
                       for e, s, d, lad, ok in zip(estimate, se, df, ladders, spread, strict=True)])  # fmt: skip
     weights, transitions = depth_sequence_graph(
@@ -99,6 +97,10 @@ def task_noninferiority(
     levels = np.maximum(result.local_alpha, 1e-300)
     lower = [matched_lower(e, a, s, d, lad) if ok else np.nan
              for e, a, s, d, lad, ok in zip(estimate, levels, se, df, ladders, spread, strict=True)]  # fmt: skip
+    # the t statistic on the side the final local level reads (the 95% side where the contrast has no ladder)
+    side = np.array([matched_side(a, s, d, lad)[0] for a, s, d, lad in zip(levels, se, df, ladders, strict=True)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_stat = np.where(spread, (estimate + margin) / np.where(spread, side, 1.0), np.nan)
     sizes = int(table["train_size"].nunique())
     family = f"{FAMILY_PROCEDURE}; familywise alpha={alpha:g} over {len(table)} tests at {sizes} sizes"
     return table.assign(
