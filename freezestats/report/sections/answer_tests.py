@@ -44,11 +44,12 @@ def answer_tests_table(inputs: ReportInputs, w: Writer, task: str) -> str:
         f"{task}-answer-tests",
         f"{task}: the answer's tests, each depth against full fine-tuning on its own runs paired by seed and by "
         f"item; the intervals speak of {about}. SE seeds: the per-seed differences' (paired t); SE items: the "
-        "evaluation items' part; SE failures: the failed runs' part on the bound's side (the two cells' failure "
-        "rates, from that depth's and the reference's runs only; 0 where no run of either depth failed at any "
-        "size); 95% low/high: per comparison; "
-        "bound: one-sided, at the level the task's graphical procedure finally gave the test (non-inferior "
-        "exactly when it is above −margin); p adj.: the procedure's adjusted p.",
+        "evaluation items' part; SE failures: the failed runs' part on the lower side of the 95% interval (the two "
+        "cells' failure rates, from that depth's and the reference's runs only; 0 where no run of either depth "
+        "failed at any size); 95% low/high: per comparison; "
+        "bound: one-sided, at the level the task's graphical procedure finally gave the test, with the failure "
+        "part read at that level (non-inferior exactly when it is above −margin); p adj.: the procedure's "
+        "adjusted p.",
     )
     return tests + seeds_needed_table(inputs, w, task)
 
