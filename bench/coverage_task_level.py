@@ -3,6 +3,9 @@
     python bench/coverage_task_level.py                        # 400 studies of 5 seeds (one process)
     python bench/coverage_task_level.py --studies 100 --seeds 8
     python bench/coverage_task_level.py --from-json bench/results/coverage_task_level.json   # reprint a run
+    python bench/coverage_task_level.py --first 200 --studies 200 --output bench/results/chunk_200.json
+    python bench/coverage_task_level.py --combine bench/results/chunk_0.json bench/results/chunk_200.json \
+        --output bench/results/merged.json     # chunks of one longer run, merged study by study
     python bench/coverage_task_level.py --failure-rates slope --baseline bench/results/coverage_task_level.json \
         --output bench/results/coverage_task_level_slope.json    # another failure-rate model, beside the default's
 
@@ -192,42 +195,70 @@ def run(
     base: Scenario | None = None,
     collapse_scale: float = 1.0,
     failure_rates: str = "pooled",
-) -> dict:
-    """``n_studies`` studies of ``base`` (default :func:`blog_shaped`) with ``seeds`` seeds a cell and its
-    collapse rates times ``collapse_scale``, and as many of its null at the margin; ``processes`` > 1 runs
-    them in a pool of that many. ``failure_rates`` is the task-level contrasts' failure-rate model."""
+    first: int = 0,
+) -> tuple[dict, pd.DataFrame]:
+    """Studies ``first`` .. ``first + n_studies - 1`` of ``base`` (default :func:`blog_shaped`) with ``seeds``
+    seeds a cell and its collapse rates times ``collapse_scale``, and as many of its null at the margin;
+    ``processes`` > 1 runs them in a pool of that many. ``failure_rates`` is the task-level contrasts'
+    failure-rate model. Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
+    :func:`combine` merges with other chunks' into one record."""
     base = blog_shaped() if base is None else base
     collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
     base = replace(base, seeds=seeds, collapse=collapse)
     tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates)
     started = time.perf_counter()
+    indices = range(first, first + n_studies)
     if processes > 1:
         with multiprocessing.Pool(processes, initializer=configure, initargs=tasks) as pool:
-            outcomes = pool.map(one_study, range(n_studies), chunksize=4)
+            outcomes = pool.map(one_study, indices, chunksize=4)
     else:
         configure(*tasks)
-        outcomes = [one_study(i) for i in range(n_studies)]
-    alt = pd.DataFrame([row for rows, _, _ in outcomes for row in rows])
-    null = pd.DataFrame([row for _, rows, _ in outcomes for row in rows])
+        outcomes = [one_study(i) for i in indices]
+    alt = pd.DataFrame([row for rows, _, _ in outcomes for row in rows]).assign(kind="alternative")
+    null = pd.DataFrame([row for _, rows, _ in outcomes for row in rows]).assign(kind="null")
     errors: dict[str, int] = {}
     for _, _, error in outcomes:
         if error:
             errors[f"fit_mixed: {error}"] = errors.get(f"fit_mixed: {error}", 0) + 1
+    settings = {"seeds": seeds, "margin": MARGIN, "processes": processes, "collapse_scale": collapse_scale,
+                "seed_shared_collapse": base.collapse_rho is not None, "failure_rates": failure_rates}  # fmt: skip
+    record = _record(alt, null, started, errors, settings, studies=[first, first + n_studies])
+    return record, pd.concat([alt, null], ignore_index=True)
+
+
+def _record(alt: pd.DataFrame, null: pd.DataFrame, started: float, errors: dict, settings: dict, **extra) -> dict:
+    """The saved record of these studies' rows: per-contrast summary and the familywise error under the null."""
     shown = null.groupby(["study", "train_size"])["noninferior"].any().unstack()
     fwer = {"any": float(shown.any(axis=1).mean()), **{str(n): float(shown[n].mean()) for n in shown.columns}}
-    return coverage.result_record(
-        n_studies,
-        started,
-        errors,
-        summarise(alt, null),
-        seeds=seeds,
-        margin=MARGIN,
-        processes=processes,
-        fwer=fwer,
-        collapse_scale=collapse_scale,
-        seed_shared_collapse=base.collapse_rho is not None,
-        failure_rates=failure_rates,
-    )
+    n_studies = int(alt["study"].nunique())
+    return coverage.result_record(n_studies, started, errors, summarise(alt, null), fwer=fwer, **settings, **extra)
+
+
+#: the settings chunks must share to be merged into one record
+SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates")
+
+
+def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
+    """One record from several chunks' saved records and study rows (``--combine``): the chunks must share their
+    settings and hold disjoint studies; the time is the chunks' sum. Why: a run of 800 studies takes longer than a
+    working session on two cores, and chunks of a few hundred each can be run, committed and merged exactly."""
+    for record in records[1:]:
+        differ = [k for k in SETTINGS if record.get(k) != records[0].get(k)]
+        if differ:
+            raise SystemExit(f"error: the chunks differ in {', '.join(differ)}: they cannot be merged")
+    rows = pd.concat(studies, ignore_index=True)
+    alt, null = rows[rows["kind"] == "alternative"], rows[rows["kind"] == "null"]
+    if alt.duplicated(["study", "train_size", "frozen_layers"]).any():
+        raise SystemExit("error: the chunks share studies: each study may be counted once")
+    errors: dict[str, int] = {}
+    for record in records:
+        for name, count in record["errors"].items():
+            errors[name] = errors.get(name, 0) + count
+    settings = {k: records[0].get(k) for k in SETTINGS} | {"processes": records[0]["processes"]}
+    merged = _record(alt, null, time.perf_counter(), errors, settings, chunks=[r.get("studies") for r in records])
+    merged["seconds"] = sum(r["seconds"] for r in records)
+    merged["machine"] = "; ".join(dict.fromkeys(r["machine"] for r in records))
+    return merged
 
 
 def summarise(alt: pd.DataFrame, null: pd.DataFrame) -> list[dict]:
@@ -262,7 +293,8 @@ def report(result: dict, baseline: dict | None = None) -> str:
         f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}, margin {result['margin']}, "
         f"failure rates {result.get('failure_rates', 'pooled')}, {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",
-        f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}",
+        f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}"
+        + (f"; merged from chunks of studies {result['chunks']}" if result.get("chunks") else ""),
         f"\ncoverage of two-sided 95% per-comparison intervals (MC band 0.95 +-{band:.3f}); power = share of studies"
         " showing the depth non-inferior; collapse = share of studies with a collapsed run in the contrast; null ="
         " share of studies at the margin showing it non-inferior (null|none: of those without a collapsed run)",
@@ -322,9 +354,16 @@ def band_departures(covered: np.ndarray, n: int, rows: pd.DataFrame, band: tuple
     return f"{head}, familywise 0.05): {int(shown.sum())} of {len(p)}: {named or '-'}; {tail}"
 
 
+def studies_path(output: str | Path) -> Path:
+    """Where a run saved as ``output`` keeps its per-study rows (``<stem>_studies.parquet`` beside it)."""
+    output = Path(output)
+    return output.with_name(f"{output.stem}_studies.parquet")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=400)
+    parser.add_argument("--first", type=int, default=0, help="the first study's index (a chunk of a longer run)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
     parser.add_argument("--collapse", type=float, default=1.0, help="collapse rates times this (0: none)")
@@ -334,12 +373,22 @@ def main() -> None:
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
+    chunks = "saved runs (JSON, their _studies.parquet beside them) to merge into --output, instead of running"
+    parser.add_argument("--combine", nargs="+", metavar="JSON", help=chunks)
     args = parser.parse_args()
     baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else None
     base = seed_shared_collapse(blog_shaped()) if args.seed_shared_collapse else None
-    compute = lambda: run(  # noqa: E731
-        args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse, failure_rates=args.failure_rates
-    )
+
+    def compute() -> dict:
+        if args.combine:
+            records = [json.loads(Path(path).read_text()) for path in args.combine]
+            return combine(records, [pd.read_parquet(studies_path(path)) for path in args.combine])
+        record, studies = run(args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse,
+                              failure_rates=args.failure_rates, first=args.first)  # fmt: skip
+        studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        studies.to_parquet(studies_path(args.output), index=False)
+        return record
+
     show = lambda result: report(result, baseline)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, show)
     if not args.from_json:

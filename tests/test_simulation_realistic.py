@@ -221,13 +221,24 @@ def test_a_scenario_that_misses_a_cell_is_refused() -> None:
         realistic_task(replace(scenario, rho={0: 1.0, 2: 1.5, 6: 0.0}))
 
 
-def test_the_bench_runs_its_code_path_on_small_studies() -> None:
+def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly() -> None:
     bench = load_script(BENCH)
-    result = bench.run(20, seeds=5, base=small())
-    rows = pd.DataFrame(result["rows"])
-    assert len(rows) == 4 and (rows["n"] == 20).all()
+    first, first_rows = bench.run(10, seeds=5, base=small())
+    second, second_rows = bench.run(10, seeds=5, base=small(), first=10)
+    assert set(first_rows["study"]) == set(range(10)) and set(second_rows["study"]) == set(range(10, 20))
+    result = bench.combine([first, second], [first_rows, second_rows])
+    rows = pd.DataFrame(result["rows"]).set_index(["train_size", "frozen_layers"])
+    assert len(rows) == 4 and (rows["n"] == 20).all() and result["n_studies"] == 20
     for name in bench.COVERAGES:
         assert rows[name].between(0, 1).all()
+    halves = [pd.DataFrame(r["rows"]).set_index(["train_size", "frozen_layers"]) for r in (first, second)]
+    for name in ("task", "power", "null"):  # counts add: the merged share is the chunks' mean
+        pd.testing.assert_series_equal(rows[name], (halves[0][name] + halves[1][name]) / 2, check_names=False)
+    assert result["fwer"]["any"] == pytest.approx((first["fwer"]["any"] + second["fwer"]["any"]) / 2)
     assert 0 <= result["fwer"]["any"] <= 1 and {"200", "1000"} <= set(result["fwer"])
     text = bench.report(result)
     assert "familywise error" in text and "model>task" in text
+    with pytest.raises(SystemExit, match="share studies"):
+        bench.combine([first, first], [first_rows, first_rows])
+    with pytest.raises(SystemExit, match="failure_rates"):
+        bench.combine([first, {**second, "failure_rates": "slope"}], [first_rows, second_rows])
