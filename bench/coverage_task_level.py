@@ -43,7 +43,8 @@ rate on the scored half, as ``freezestats analyze`` judges an accuracy task), no
 which runs collapsed: a deep depth that scores near the majority rate is flagged too, as in real tables. Where a
 task has failed runs the contrasts are two-part (:mod:`freezestats.stats.items.task_two_part`); ``two-part``
 is the share of contrasts estimated so. ``--failure-rates`` picks the model of the failure part's rates
-(``pooled``, the default, ``pooled_joint`` or ``slope``: :data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`),
+(``pooled_joint``, the analysis's default, ``pooled`` or ``slope``:
+:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`),
 for the task-level and the seed-only contrasts alike; ``--baseline`` prints a saved run's task-level coverage,
 power and familywise error beside this one's (``base``, ``base_pow``), which compares the two on the same studies
 when both ran as many (study i draws rng=i).
@@ -69,7 +70,7 @@ from freezestats.stats import contrasts_vs_reference, fit_mixed
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.task_level import task_level_contrasts
-from freezestats.stats.items.task_two_part import FAILURE_RATES
+from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES, FAILURE_RATES
 from freezestats.stats.simulation.realistic import (
     RealisticTask,
     Scenario,
@@ -93,7 +94,8 @@ LABELS = {"task": "task", "task_delta": "delta", "seed_task": "seed>task", "seed
           "model_task": "model>task", "model_items": "model>items", "two_part": "two-part", "se_sd": "se/sd",
           "width_sd": "width/sd"}  # fmt: skip
 _TASKS: dict[str, RealisticTask] = {}  # the two scenarios made concrete, once per process
-_OPTIONS: dict[str, str] = {"failure_rates": "pooled"}  # the contrasts' options, set per process by configure
+# the contrasts' options, set per process by configure
+_OPTIONS: dict[str, str] = {"failure_rates": DEFAULT_FAILURE_RATES}
 
 
 def _truths(table: pd.DataFrame, truth: dict[tuple[int, int], float]) -> pd.Series:
@@ -182,7 +184,7 @@ def null_study(index: int, failure_rates: str | None = None) -> list[dict]:
     return out
 
 
-def configure(alternative: RealisticTask, null: RealisticTask, failure_rates: str = "pooled") -> None:
+def configure(alternative: RealisticTask, null: RealisticTask, failure_rates: str = DEFAULT_FAILURE_RATES) -> None:
     """Set this process's two scenarios and failure-rate model (a pool's initializer)."""
     _TASKS.update(alternative=alternative, null=null)
     _OPTIONS.update(failure_rates=failure_rates)
@@ -194,7 +196,7 @@ def run(
     processes: int = 1,
     base: Scenario | None = None,
     collapse_scale: float = 1.0,
-    failure_rates: str = "pooled",
+    failure_rates: str = DEFAULT_FAILURE_RATES,
     first: int = 0,
 ) -> tuple[dict, pd.DataFrame]:
     """Studies ``first`` .. ``first + n_studies - 1`` of ``base`` (default :func:`blog_shaped`) with ``seeds``
@@ -367,7 +369,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
     parser.add_argument("--collapse", type=float, default=1.0, help="collapse rates times this (0: none)")
-    parser.add_argument("--failure-rates", default="pooled", choices=FAILURE_RATES, help="failure-part rate model")
+    rates = f"failure-part rate model (default {DEFAULT_FAILURE_RATES}, the analysis's)"
+    parser.add_argument("--failure-rates", default=DEFAULT_FAILURE_RATES, choices=FAILURE_RATES, help=rates)
     shared = "collapses follow the seed across depths (seed_shared_collapse: the skill's correlation, sign dropped)"
     parser.add_argument("--seed-shared-collapse", action="store_true", help=shared)
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")

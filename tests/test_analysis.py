@@ -67,6 +67,7 @@ def test_analyze_writes_every_table_and_the_json(
         assert (out / f"{name}.parquet").is_file() and (out / f"{name}.csv").is_file(), name
     document = json.loads((out / "analysis.json").read_text())
     assert document["settings"]["model"] == "mixed" and document["settings"]["response"] == "heldout"
+    assert document["settings"]["failure_rates"] == "pooled_joint"  # the CLI's default is the library's
     diagnostics = pd.read_parquet(out / "diagnostics.parquet")
     assert diagnostics["icc_seed"].between(0, 1).all() and diagnostics["converged"].all()
     emm = pd.read_parquet(out / "emmeans.parquet")

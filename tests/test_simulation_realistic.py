@@ -223,8 +223,9 @@ def test_a_scenario_that_misses_a_cell_is_refused() -> None:
 
 def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly() -> None:
     bench = load_script(BENCH)
-    first, first_rows = bench.run(10, seeds=5, base=small())
-    second, second_rows = bench.run(10, seeds=5, base=small(), first=10)
+    fast = {"seeds": 5, "base": small(), "failure_rates": "pooled"}  # the bench's path; the joint draws cost ~3x
+    first, first_rows = bench.run(10, **fast)
+    second, second_rows = bench.run(10, first=10, **fast)
     assert set(first_rows["study"]) == set(range(10)) and set(second_rows["study"]) == set(range(10, 20))
     result = bench.combine([first, second], [first_rows, second_rows])
     rows = pd.DataFrame(result["rows"]).set_index(["train_size", "frozen_layers"])

@@ -94,7 +94,7 @@ def test_depths_that_fail_alike_get_a_shorter_lower_side_than_wilson_mover(seed:
     joint = task_level_contrasts(runs, None, failure_rates="pooled_joint", **args).set_index(
         ["train_size", "frozen_layers"]
     )
-    wilson = task_level_contrasts(runs, None, **args).set_index(["train_size", "frozen_layers"])
+    wilson = task_level_contrasts(runs, None, failure_rates="pooled", **args).set_index(["train_size", "frozen_layers"])
     at = (1000, 2)
     assert joint.loc[at, "method"] == wilson.loc[at, "method"] == "two-part"
     assert joint.loc[at, "estimate"] == pytest.approx(wilson.loc[at, "estimate"])  # same rates, same estimate

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES
+
 __all__ = ["UNCERTAINTIES", "AnalysisOptions"]
 
 #: ``--uncertainty``: what the answer's intervals let vary, and so which population they speak of.
@@ -31,5 +33,5 @@ class AnalysisOptions:
     uncertainty: str = "task"
     """``task``: the answer from each depth's own paired contrast with seeds and evaluation items varying (the
     items' part needs ``items``); ``seeds``: the model's fixed sequence, which speaks of this evaluation set."""
-    failure_rates: str = "pooled"
+    failure_rates: str = DEFAULT_FAILURE_RATES
     """The task-level answer's failure part (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`)."""

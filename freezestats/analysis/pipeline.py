@@ -24,7 +24,7 @@ from freezestats.analysis.task import TaskAnalysis
 from freezestats.analysis.task_metrics import apply_task_metrics
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.design.input_table import check_results_table, normalize_results, shorten
-from freezestats.stats.items.task_two_part import FAILURE_RATES
+from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES, FAILURE_RATES
 
 __all__ = ["MODELS", "RESPONSES", "analyze", "load_results", "load_study_record"]
 
@@ -175,7 +175,7 @@ def analyze(
     items: pd.DataFrame | None = None,
     uncertainty: str = "task",
     task_metrics: Mapping[str, str] | None = None,
-    failure_rates: str = "pooled",
+    failure_rates: str = DEFAULT_FAILURE_RATES,
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time.
 
@@ -196,7 +196,8 @@ def analyze(
     unless ``response`` is given (default ``heldout``).
 
     ``failure_rates`` picks the failure part of the task-level answer's two-part contrasts
-    (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`; ``"pooled"``, Wilson-MOVER, by default).
+    (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`; ``"pooled_joint"``, the joint draws, by default:
+    :data:`~freezestats.stats.items.task_two_part.DEFAULT_FAILURE_RATES`).
     """
     from freezestats import stats
     from freezestats.stats.descriptive.reference import load_reference

@@ -16,6 +16,7 @@ from typing import Any
 from freezestats.analysis.task_metrics import parse_task_metrics
 from freezestats.cli.base import _Command
 from freezestats.exceptions import ModelFitError
+from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES
 
 __all__ = ["_Analyze", "_Report"]
 
@@ -52,11 +53,10 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--failure-rates",
-        default="pooled",
-        help="the answer's failure part, where some runs failed: pooled (default: a binomial GLMM per pair of depths, "
-        "Wilson intervals joined by MOVER), pooled_joint (the same GLMM's rates drawn jointly, its cell SD "
-        "integrated out: closer to 95%% coverage in simulation, but 5.6%% familywise error at the margin there) or "
-        "slope (Firth's depth x log2-size fit)",
+        default=DEFAULT_FAILURE_RATES,
+        help="the answer's failure part, where some runs failed: pooled_joint (default: the two depths' failure rates "
+        "drawn jointly from a binomial GLMM of the pair, its cell SD integrated out), pooled (the same GLMM's "
+        "Wilson intervals joined by MOVER: above 95%% coverage in simulation) or slope (Firth's depth x log2-size fit)",
     )
     parser.add_argument(
         "--variance",

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from freezestats.analysis.result import write_analysis
 from freezestats.exceptions import ReportError
+from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES
 
 __all__ = ["ReportResult", "build_report"]
 
@@ -121,7 +122,7 @@ def build_report(
     margin: float | None = None,
     n_boot: int = 2000,
     uncertainty: str = "task",
-    failure_rates: str = "pooled",
+    failure_rates: str = DEFAULT_FAILURE_RATES,
     task_metrics: Mapping[str, str] | None = None,
     formats: str | tuple[str, ...] = ("html", "pdf"),
     overwrite: bool = False,

@@ -20,6 +20,7 @@ from freezestats.analysis.pipeline import analyze, load_results, load_study_reco
 from freezestats.analysis.result import RESULTS_FILE, STUDY_FILE, Analysis
 from freezestats.analysis.result import read_analysis as _read_analysis
 from freezestats.exceptions import FreezestatsError, ModelFitError
+from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES
 
 __all__ = ["ReportInputs", "gather_inputs", "ols_cross_check"]
 
@@ -106,7 +107,7 @@ def gather_inputs(
     margin: float | None = None,
     n_boot: int = 2000,
     uncertainty: str = "task",
-    failure_rates: str = "pooled",
+    failure_rates: str = DEFAULT_FAILURE_RATES,
     task_metrics: Mapping[str, str] | None = None,
 ) -> ReportInputs:
     """Load or compute the analysis, the runs and the study record (see the module docstring)."""

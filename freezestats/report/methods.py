@@ -54,9 +54,9 @@ _VARIANCE_TEXT = {
 #: The failure part of a task-level two-part contrast in words, per ``--failure-rates``.
 FAILURE_TEXT = {
     "pooled": "each failure rate's Wilson interval at its effective number of runs in a binomial GLMM of the two "
-    "depths' runs at every size, joined by MOVER",
+    "depths' runs at every size, joined by MOVER (`--failure-rates pooled`)",
     "pooled_joint": "the two failure rates drawn jointly from a binomial GLMM of the two depths' runs at every size, "
-    "its level × size SD integrated out (`--failure-rates pooled_joint`)",
+    "its level × size SD integrated out",
     "slope": "Firth's depth × log2-size logistic fit of the two depths' runs, profile intervals joined by MOVER "
     "(`--failure-rates slope`)",
 }
@@ -255,6 +255,7 @@ def _answer_paragraph(settings: dict[str, Any]) -> str | None:
         "and F1, 0.02 for MCC and correlations). "
     )
     if settings.get("uncertainty") == "task":
+        # an analysis saved before ``failure_rates`` was a setting read its failure part by Wilson-MOVER ("pooled")
         procedures = set((settings.get("answer_procedure") or {}).values())
         populations = settings.get("answer_population") or {}
         about = "; ".join(f"{task}: {POPULATIONS[p]}" for task, p in populations.items())

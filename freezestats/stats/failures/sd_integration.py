@@ -29,10 +29,11 @@ bench, MC band 0.929-0.971): no contrast below the band (0.938-0.968 at 100 exam
 fixed at its estimate), 12 of 30 above it (0.973-0.988, mostly shallow depths at 200-1000 examples, whose true
 failure part is 0), against 24 of 30 for Wilson-MOVER; but a familywise error of 0.052 at the margin (MC SE
 0.011; Wilson-MOVER 0.033), and 0.056 over 800 null studies (MC SE 0.008; Wilson-MOVER 0.035;
-``bench/results/fwer_task_level_400_799.txt``), so ``"pooled_joint"`` is not the default. Those errors came
+``bench/results/fwer_task_level_400_799.txt``), so ``"pooled_joint"`` was not the default. Those errors came
 from tests that scaled the failure part's 95% side to their 0.1-1% levels as if it were normal; since each test
 reads the side at its own level (:mod:`freezestats.stats.inference.tail_matched`) it errs in 0.015 of the same
-800 (``fwer_task_level_0_399.txt``, ``fwer_task_level_joint_400_799.txt``), the 95% intervals unchanged.
+800 (``fwer_task_level_0_399.txt``, ``fwer_task_level_joint_400_799.txt``), the 95% intervals unchanged, and it
+is the default (:data:`~freezestats.stats.items.task_two_part.DEFAULT_FAILURE_RATES`).
 
 References
 ----------

@@ -43,7 +43,13 @@ from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.items.partial_pairs import partially_paired_contrast, seed_item_summary
-from freezestats.stats.items.task_two_part import FailureParts, FailureRates, failure_parts, with_failure_part
+from freezestats.stats.items.task_two_part import (
+    DEFAULT_FAILURE_RATES,
+    FailureParts,
+    FailureRates,
+    failure_parts,
+    with_failure_part,
+)
 from freezestats.stats.items.uncertainty import PAIR_KEYS, item_variance, run_pseudo_values
 
 __all__ = ["POPULATIONS", "TASK_CONTRAST_COLUMNS", "crossed_contrast", "task_level_contrasts"]
@@ -122,7 +128,7 @@ def task_level_contrasts(
     reference: int = 0,
     population: Population = "task",
     confidence: float = 0.95,
-    failure_rates: FailureRates = "pooled",
+    failure_rates: FailureRates = DEFAULT_FAILURE_RATES,
 ) -> pd.DataFrame:
     """Every depth against ``reference`` at every train size, from that pair of cells alone.
 
@@ -145,16 +151,17 @@ def task_level_contrasts(
         Level of the two-sided per-comparison interval ``ci_low, ci_high``.
     failure_rates
         Where the task has failed runs, the model of the pair's failure rates in the failure part
-        (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`): ``"pooled"``, the binomial GLMM of the
-        pair's runs with a random intercept per size; ``"slope"``, Firth's depth x log2-size logistic fit, whose
-        rates follow their fall with train size. ``"slope"`` ends the large sizes' over-coverage but under-covers
-        deep depths whose flagged rates are not log-linear in size (``bench/results/coverage_task_level_slope.txt``:
-        0.74-0.78 at 100 examples for depths 4-6), so ``"pooled"`` stays the default. ``"pooled_joint"``: the
-        pooled model with the failure part's interval from the two rates drawn jointly, averaged over the level x
-        size SD (:mod:`~freezestats.stats.failures.sd_integration`): fewer contrasts above the band and none
-        below on 400 simulated studies, and a familywise error at the margin of 0.015 over 800 null studies
-        (0.025 for ``"pooled"`` on 400) since each test reads the failure part at its own level (0.056 and 0.035
-        before).
+        (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`). ``"pooled_joint"`` (the default,
+        :data:`~freezestats.stats.items.task_two_part.DEFAULT_FAILURE_RATES`): the binomial GLMM of the pair's
+        runs with a random intercept per size, the failure part's interval from the two rates drawn jointly and
+        averaged over the level x size SD (:mod:`~freezestats.stats.failures.sd_integration`): on 400 simulated
+        studies no contrast shown outside the 93-97% band, and a familywise error at the margin of 0.015 over 800
+        null studies, since each test reads the failure part at its own level. ``"pooled"``: the same GLMM with
+        each rate's Wilson interval joined by MOVER, the default until this one's error was fixed: above the band
+        at 24 of 30 contrasts (7 shown above), familywise error 0.025. ``"slope"``, Firth's depth x log2-size
+        logistic fit, whose rates follow their fall with train size: it ends the large sizes' over-coverage but
+        under-covers deep depths whose flagged rates are not log-linear in size
+        (``bench/results/coverage_task_level_slope.txt``: 0.74-0.78 at 100 examples for depths 4-6).
 
     Returns
     -------

@@ -27,6 +27,7 @@ from freezestats.stats.sequential.plan import SequentialPlan
 
 __all__ = [
     "NEXT_SEEDS_COLUMNS",
+    "SEQUENTIAL_FAILURE_RATES",
     "family_history",
     "look_contrasts",
     "next_seeds",
@@ -35,6 +36,12 @@ __all__ = [
 ]
 
 NEXT_SEEDS_COLUMNS = ["train_size", "frozen_layers", "seeds_target"]
+#: The failure part of the looks' contrasts: Wilson-MOVER, not the analysis's default (the joint draws). The looks'
+#: familywise error (0.022 over 180 null studies, ``bench/adaptive_seeds.py``) and the replay's comparisons were
+#: measured with it, and the looks' spending boundaries scale the 95% side rather than reading the failure part at
+#: their own level (:mod:`~freezestats.stats.inference.tail_matched`); the joint draws, ~3x slower a look, move
+#: here when that bench is re-run with them.
+SEQUENTIAL_FAILURE_RATES = "pooled"
 _ORDERS = ("seed", "trial")
 
 
@@ -157,7 +164,7 @@ def look_contrasts(
     population = "task" if items is not None else "evaluation_set"
     try:
         contrasts = task_level_contrasts(view, trials, response=response, metric=metric, reference=ref,
-                                         population=population)  # fmt: skip
+                                         population=population, failure_rates=SEQUENTIAL_FAILURE_RATES)  # fmt: skip
     except ModelFitError:  # no pair of seeds at all (e.g. the runs' seeds do not match the reference's)
         return pd.DataFrame(columns=["train_size", "frozen_layers"])
     keys = list(zip(contrasts["train_size"].astype(int), contrasts["frozen_layers"].astype(int), strict=True))

@@ -16,7 +16,13 @@ import pandas as pd
 
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.task_level import task_level_contrasts
-from freezestats.stats.sequential.decisions import family_history, look_contrasts, next_seeds, ranked_runs
+from freezestats.stats.sequential.decisions import (
+    SEQUENTIAL_FAILURE_RATES,
+    family_history,
+    look_contrasts,
+    next_seeds,
+    ranked_runs,
+)
 from freezestats.stats.sequential.plan import SequentialPlan
 
 __all__ = ["REPLAY_COLUMNS", "fixed_design", "replay", "replay_summary"]
@@ -117,7 +123,8 @@ def fixed_design(
     first = ordered[ordered.groupby(["train_size", "frozen_layers"]).cumcount() < seeds]
     trials = None if items is None else items[items["trial"].isin(first["trial"])]
     population = "task" if items is not None else "evaluation_set"
-    contrasts = task_level_contrasts(first, trials, response=response, metric=metric, population=population)
+    contrasts = task_level_contrasts(first, trials, response=response, metric=metric, population=population,
+                                     failure_rates=SEQUENTIAL_FAILURE_RATES)  # the looks' construction  # fmt: skip
     return task_noninferiority(contrasts, margin=plan.margin, alpha=plan.alpha)
 
 
