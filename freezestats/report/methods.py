@@ -255,7 +255,6 @@ def _answer_paragraph(settings: dict[str, Any]) -> str | None:
         "and F1, 0.02 for MCC and correlations). "
     )
     if settings.get("uncertainty") == "task":
-        # an analysis saved before ``failure_rates`` was a setting read its failure part by Wilson-MOVER ("pooled")
         procedures = set((settings.get("answer_procedure") or {}).values())
         populations = settings.get("answer_population") or {}
         about = "; ".join(f"{task}: {POPULATIONS[p]}" for task, p in populations.items())
@@ -265,6 +264,7 @@ def _answer_paragraph(settings: dict[str, Any]) -> str | None:
             "items' part, Satterthwaite df), so no variance is borrowed from other depths. Where a run of the depth "
             "or the reference failed, the contrast is two-part (the healthy runs' contrast plus each cell's P(fail) "
             "times its failed-to-healthy gap), the failure part's interval from "
+            # an analysis saved before ``failure_rates`` was a setting read it by Wilson-MOVER ("pooled")
             f"{FAILURE_TEXT.get(settings.get('failure_rates') or 'pooled', '?')}; each non-inferiority test reads "
             "that interval's lower side at the test's own level, not the 95% side scaled as if it were normal. "
             "The intervals speak of "
