@@ -22,13 +22,35 @@ os.environ["FREEZESTATS_WORKERS"] = "1"
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def glue_dir(request: pytest.FixtureRequest) -> Path:
+    """The GLUE parquet folder; the suite needs it (see README: FREEZESTATS_DATA=../shared/data/glue). A module that
+    sets ``SMALL_GLUE = True`` gets ``small_glue_dir`` instead (its runs score 256 dev rows per task)."""
+    if getattr(request.module, "SMALL_GLUE", False):
+        return request.getfixturevalue("small_glue_dir")
+    return _glue_path()
+
+
 @pytest.fixture(scope="session")
-def glue_dir() -> Path:
-    """The GLUE parquet folder; the suite needs it (see README: FREEZESTATS_DATA=../shared/data/glue)."""
+def full_glue_dir() -> Path:
+    """The GLUE parquet folder, for a test in a module that sets ``SMALL_GLUE``."""
+    return _glue_path()
+
+
+def _glue_path() -> Path:
     path = Path(os.environ.get("FREEZESTATS_DATA", REPO.parent / "shared" / "data" / "glue")).resolve()
     if not (path / "sst2" / "train.parquet").is_file():
         raise RuntimeError(f"GLUE data not found at {path}; set FREEZESTATS_DATA to ../shared/data/glue.")
     return path
+
+
+@pytest.fixture(scope="session")
+def small_glue_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """GLUE with 256 validation rows per task, for tests whose runs need a dev set but not the real one's size
+    (``_factories.build_small_glue`` says why)."""
+    from _factories import build_small_glue
+
+    return build_small_glue(_glue_path(), tmp_path_factory.mktemp("glue-small"))
 
 
 @pytest.fixture(scope="session")

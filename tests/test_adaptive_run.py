@@ -43,6 +43,9 @@ SCORE = {0: 0.80, 1: 0.79, 2: 0.60}  # the synthetic heldout score of each depth
 HALF_WIDTH = 0.06  # the stand-in's interval half-width at one seed: depth 1 (-0.01) is shown at 3 seeds
 
 
+SMALL_GLUE = True  # runs score 256 dev rows per task (conftest.glue_dir): these tests check the study, not scores
+
+
 def _raw(tiny_model: Path, **adaptive) -> dict:
     table = {"margin": 0.05, "min_seeds": 2, "max_seeds": 4, **adaptive}
     return simple_spec(

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _factories import simple_spec
+from _factories import SMALL_VALIDATION_ROWS, simple_spec
 
 from freezestats.spec import parse_spec
 
 
 @pytest.mark.slow
-def test_every_arm_runs_on_minilm_and_real_sst2(tmp_path: Path, glue_dir: Path) -> None:
+def test_every_arm_runs_on_minilm_and_real_sst2(tmp_path: Path, small_glue_dir: Path) -> None:
     from freezestats.arms._probe import clear_feature_cache
     from freezestats.results.export import results_table
     from freezestats.runner import run_study
@@ -31,7 +31,7 @@ def test_every_arm_runs_on_minilm_and_real_sst2(tmp_path: Path, glue_dir: Path) 
     ]
     spec = parse_spec(raw)
     storage = f"sqlite:///{tmp_path / 'minilm.db'}"
-    run_study(spec, storage, data_dir=glue_dir, show_progress=False)
+    run_study(spec, storage, data_dir=small_glue_dir, show_progress=False)
     table = results_table(load_study(open_storage(storage), spec.name)).set_index(["arm", "arm_level"])
     print(table[["best_dev", "final_dev", "heldout", "trainable_params", "n_steps", "wall_seconds"]].to_string())
     assert sorted(table.index) == [
@@ -42,7 +42,7 @@ def test_every_arm_runs_on_minilm_and_real_sst2(tmp_path: Path, glue_dir: Path) 
         ("probe-mean", 6),
         ("reinit", 2),
     ]
-    assert table["heldout"].between(0, 1).all() and table["n_eval"].eq(872).all()
+    assert table["heldout"].between(0, 1).all() and table["n_eval"].eq(SMALL_VALIDATION_ROWS).all()
     assert table.loc[("freeze", 0), "n_steps"] == 4 and table.loc[("probe-mean", 6), "n_steps"] == 0
     total = table.loc[("freeze", 0), "trainable_params"]
     assert table.loc[("reinit", 2), "trainable_params"] == total

@@ -24,6 +24,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+SMALL_GLUE = True  # runs score 256 dev rows per task (conftest.glue_dir): these tests check the study, not scores
+
+
 def _small_study(model: Path) -> dict:
     raw = tomllib.loads(bundled_path("study/multitask-minilm.toml").read_text())
     raw["model"]["name"] = str(model)

@@ -47,8 +47,9 @@ def _listing(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="session")
-def real_report(tmp_path_factory: pytest.TempPathFactory, glue_dir: Path) -> Path:
-    """12 real fine-tuning runs (sizes 50/100 × frozen 0/3/6 × seeds 1/2, 1 epoch) and their report."""
+def real_report(tmp_path_factory: pytest.TempPathFactory, small_glue_dir: Path) -> Path:
+    """12 real fine-tuning runs (sizes 50/100 × frozen 0/3/6 × seeds 1/2, 1 epoch, scored on 256 dev rows) and their
+    report."""
     folder = tmp_path_factory.mktemp("real-study")
     spec = simple_spec(
         name="report-real",
@@ -58,7 +59,8 @@ def real_report(tmp_path_factory: pytest.TempPathFactory, glue_dir: Path) -> Pat
     spec["name"] = "report-real"
     path = write_spec(folder, spec)
     storage = f"sqlite:///{folder / 'study.db'}"
-    assert main(["run", "--study", str(path), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]) == 0
+    data = ["--data-dir", str(small_glue_dir)]
+    assert main(["run", "--study", str(path), "--storage", storage, *data, "--no-progress"]) == 0
     out = folder / "report_out"
     assert main(["report", "--storage", storage, "-o", str(out), "--n-boot", "200", "--no-progress"]) == 0
     return out

@@ -28,6 +28,8 @@ from freezestats.spec import load_spec
 from freezestats.study.trials import load_study, open_storage
 from freezestats.tasks.subsets import nested_subsets
 
+SMALL_GLUE = True  # runs score 256 dev rows per task (conftest.glue_dir): these tests check the study, not scores
+
 
 def _spec(tmp_path: Path, model: Path, **override) -> Path:
     base = {
@@ -49,8 +51,9 @@ def _cell_counts(db: Path) -> Counter:
 
 
 def test_run_status_export(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tiny_model: Path, full_glue_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    glue_dir = full_glue_dir  # the stored predictions and counts are checked against the whole dev set
     spec_path = _spec(tmp_path, tiny_model)
     db = tmp_path / "study.db"
     storage = f"sqlite:///{db}"

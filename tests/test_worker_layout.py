@@ -17,6 +17,9 @@ from freezestats.study.trials import load_study, open_storage
 FILE_DB = "sqlite:///study.db"
 
 
+SMALL_GLUE = True  # runs score 256 dev rows per task (conftest.glue_dir): these tests check the study, not scores
+
+
 def _choose(requested: int | str = AUTO, **override: object):
     where = {"device_type": "cpu", "storage": FILE_DB, "devices": None, "max_trials": None, "cores": 2}
     return choose_workers(requested, **{**where, **override})

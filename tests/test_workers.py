@@ -17,6 +17,8 @@ from freezestats.cli.main import main
 from freezestats.results.export import cell_status
 from freezestats.study.trials import load_study, open_storage
 
+SMALL_GLUE = True  # runs score 256 dev rows per task (conftest.glue_dir): these tests check the study, not scores
+
 
 def _spec(tmp_path: Path, model: Path, **override) -> Path:
     base = {
