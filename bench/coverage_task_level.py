@@ -8,6 +8,8 @@
         --output bench/results/merged.json     # chunks of one longer run, merged study by study
     python bench/coverage_task_level.py --failure-rates slope --baseline bench/results/coverage_task_level.json \
         --output bench/results/coverage_task_level_slope.json    # another failure-rate model, beside the default's
+    python bench/coverage_task_level.py --sd-grid 0.1,0.25,0.5,1,1.5,2,3 --processes 2 \
+        --output bench/results/coverage_task_level_grid01.json   # an experiment: the joint draws' SD grid
 
 Each study is one simulated SST-2 grid from ``freezestats.stats.simulation.realistic.blog_shaped``: the blog
 example's cell means, depths -1/0/1/2/4/5/6 x 50..1000 examples, 872 evaluation items drawn anew from a
@@ -47,7 +49,10 @@ is the share of contrasts estimated so. ``--failure-rates`` picks the model of t
 :data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`),
 for the task-level and the seed-only contrasts alike; ``--baseline`` prints a saved run's task-level coverage,
 power and familywise error beside this one's (``base``, ``base_pow``), which compares the two on the same studies
-when both ran as many (study i draws rng=i).
+when both ran as many (study i draws rng=i). ``--sd-grid`` replaces the level x size SDs the joint draws
+integrate over (:data:`~freezestats.stats.failures.sd_integration.SD_GRID`) in every process, to see whether
+another grid keeps n = 100 in the band and brings the conservative shallow cells into it; it is recorded, and a
+run on another grid is not merged with the analysis's.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from statsmodels.stats.multitest import multipletests
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed
+from freezestats.stats.failures import sd_integration
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.task_level import task_level_contrasts
@@ -184,10 +190,29 @@ def null_study(index: int, failure_rates: str | None = None) -> list[dict]:
     return out
 
 
-def configure(alternative: RealisticTask, null: RealisticTask, failure_rates: str = DEFAULT_FAILURE_RATES) -> None:
-    """Set this process's two scenarios and failure-rate model (a pool's initializer)."""
+def configure(
+    alternative: RealisticTask,
+    null: RealisticTask,
+    failure_rates: str = DEFAULT_FAILURE_RATES,
+    sd_grid: tuple[float, ...] | None = None,
+) -> None:
+    """Set this process's two scenarios and failure-rate model (a pool's initializer), and, for an experiment, the
+    level x size SDs the joint draws integrate over (``sd_integration.SD_GRID``; None keeps the analysis's)."""
     _TASKS.update(alternative=alternative, null=null)
     _OPTIONS.update(failure_rates=failure_rates)
+    if sd_grid is not None:
+        sd_integration.SD_GRID = tuple(sd_grid)
+
+
+def parse_sd_grid(text: str) -> tuple[float, ...]:
+    """``--sd-grid``: comma-separated SDs, positive and increasing; a one-line error otherwise."""
+    try:
+        grid = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise SystemExit(f"error: --sd-grid must be comma-separated numbers, got {text!r}") from None
+    if not grid or grid[0] <= 0 or (np.diff(grid) <= 0).any():
+        raise SystemExit(f"error: --sd-grid must be positive and increasing, got {text!r}")
+    return grid
 
 
 def run(
@@ -198,16 +223,18 @@ def run(
     collapse_scale: float = 1.0,
     failure_rates: str = DEFAULT_FAILURE_RATES,
     first: int = 0,
+    sd_grid: tuple[float, ...] | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Studies ``first`` .. ``first + n_studies - 1`` of ``base`` (default :func:`blog_shaped`) with ``seeds``
     seeds a cell and its collapse rates times ``collapse_scale``, and as many of its null at the margin;
     ``processes`` > 1 runs them in a pool of that many. ``failure_rates`` is the task-level contrasts'
-    failure-rate model. Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
+    failure-rate model, ``sd_grid`` the joint draws' SD grid where not the analysis's (an experiment, recorded in
+    the settings). Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
     :func:`combine` merges with other chunks' into one record."""
     base = blog_shaped() if base is None else base
     collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
     base = replace(base, seeds=seeds, collapse=collapse)
-    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates)
+    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates, sd_grid)
     started = time.perf_counter()
     indices = range(first, first + n_studies)
     if processes > 1:
@@ -223,7 +250,8 @@ def run(
         if error:
             errors[f"fit_mixed: {error}"] = errors.get(f"fit_mixed: {error}", 0) + 1
     settings = {"seeds": seeds, "margin": MARGIN, "processes": processes, "collapse_scale": collapse_scale,
-                "seed_shared_collapse": base.collapse_rho is not None, "failure_rates": failure_rates}  # fmt: skip
+                "seed_shared_collapse": base.collapse_rho is not None, "failure_rates": failure_rates,
+                "sd_grid": None if sd_grid is None else list(sd_grid)}  # fmt: skip
     record = _record(alt, null, started, errors, settings, studies=[first, first + n_studies])
     return record, pd.concat([alt, null], ignore_index=True)
 
@@ -237,7 +265,7 @@ def _record(alt: pd.DataFrame, null: pd.DataFrame, started: float, errors: dict,
 
 
 #: the settings chunks must share to be merged into one record
-SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates")
+SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates", "sd_grid")
 
 
 def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
@@ -293,7 +321,8 @@ def report(result: dict, baseline: dict | None = None) -> str:
         f"bench/coverage_task_level.py: {result['n_studies']} studies of blog_shaped(), {result['seeds']} seeds a "
         f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}"
         f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}, margin {result['margin']}, "
-        f"failure rates {result.get('failure_rates', 'pooled')}, {result['processes']} process(es), "
+        f"failure rates {result.get('failure_rates', 'pooled')}"
+        f"{', SD grid ' + str(result['sd_grid']) if result.get('sd_grid') else ''}, {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",
         f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}"
         + (f"; merged from chunks of studies {result['chunks']}" if result.get("chunks") else ""),
@@ -373,6 +402,8 @@ def main() -> None:
     parser.add_argument("--failure-rates", default=DEFAULT_FAILURE_RATES, choices=FAILURE_RATES, help=rates)
     shared = "collapses follow the seed across depths (seed_shared_collapse: the skill's correlation, sign dropped)"
     parser.add_argument("--seed-shared-collapse", action="store_true", help=shared)
+    grid = "an experiment: the level x size SDs the joint draws integrate over, e.g. 0.1,0.25,0.5,1,1.5,2,3"
+    parser.add_argument("--sd-grid", type=parse_sd_grid, help=grid)
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
@@ -387,7 +418,7 @@ def main() -> None:
             records = [json.loads(Path(path).read_text()) for path in args.combine]
             return combine(records, [pd.read_parquet(studies_path(path)) for path in args.combine])
         record, studies = run(args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse,
-                              failure_rates=args.failure_rates, first=args.first)  # fmt: skip
+                              failure_rates=args.failure_rates, first=args.first, sd_grid=args.sd_grid)  # fmt: skip
         studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)
         studies.to_parquet(studies_path(args.output), index=False)
         return record

@@ -243,3 +243,23 @@ def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly
         bench.combine([first, first], [first_rows, first_rows])
     with pytest.raises(SystemExit, match="failure_rates"):
         bench.combine([first, {**second, "failure_rates": "slope"}], [first_rows, second_rows])
+    with pytest.raises(SystemExit, match="sd_grid"):  # an experiment's grid is not the analysis's
+        bench.combine([first, {**second, "sd_grid": [0.1, 0.25]}], [first_rows, second_rows])
+
+
+def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_bad_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from freezestats.stats.failures import sd_integration
+
+    bench = load_script(BENCH)
+    analysis_grid = sd_integration.SD_GRID
+    monkeypatch.setattr(sd_integration, "SD_GRID", analysis_grid)  # undone after the test
+    task = small_task()
+    bench.configure(task, task, "pooled_joint", None)
+    assert analysis_grid == sd_integration.SD_GRID  # None keeps the analysis's grid
+    bench.configure(task, task, "pooled_joint", bench.parse_sd_grid("0.1,0.25,0.5"))
+    assert sd_integration.SD_GRID == (0.1, 0.25, 0.5)  # what integrate_over_sd reads at each call
+    for bad in ("0.5,0.1", "0,0.5", "a,b", "0.1,0.1"):
+        with pytest.raises(SystemExit, match="--sd-grid"):
+            bench.parse_sd_grid(bad)
