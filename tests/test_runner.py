@@ -165,35 +165,15 @@ def test_changed_spec_for_existing_study_is_refused(
     assert sum(_cell_counts(tmp_path / "study.db").values()) == 1
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, signum: signal.Signals
-) -> None:
-    """Ctrl-C, or SIGTERM from a scheduler or ``kill``: the running cell goes back uncounted, the rerun resumes."""
-    # 4 cells, each a few seconds of training: long enough for the signal to land inside one, short enough that the
-    # run and the rerun (every cell once more) stay within a minute.
-    spec_path = _spec(tmp_path, tiny_model, grid={"train_sizes": [200, 400], "seeds": [1]}, training={"epochs": 3})
-    db = tmp_path / "study.db"
-    storage = f"sqlite:///{db}"
-    command = [
-        sys.executable,
-        "-m",
-        "freezestats",
-        "run",
-        "--study",
-        str(spec_path),
-        "--storage",
-        storage,
-        "--data-dir",
-        str(glue_dir),
-        "--no-progress",
-    ]
+def _interrupt_in_a_trial(command: list[str], cwd: Path, db: Path, signum: signal.Signals, after: int) -> str:
+    """Start ``command`` (a ``freezestats run``), send ``signum`` once a trial runs after ``after`` have completed,
+    and return its output. The run must end with 130 and say how to resume."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # A shell that starts the suite in the background makes its children ignore SIGINT, and Python then
     # installs no KeyboardInterrupt handler; restore the default, as in an interactive terminal.
     proc = subprocess.Popen(
         command,
-        cwd=tmp_path,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -201,37 +181,55 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 240
-    states: list[str] = []
     while time.monotonic() < deadline and proc.poll() is None:
-        # Poll often: the signal must land early in the second trial, not in the few milliseconds after its
-        # results are written (a Ctrl-C there waits for the next trial; a kill there leaves nothing RUNNING).
+        # Poll often: the signal must land early in a trial, not in the few milliseconds after its results are
+        # written (a Ctrl-C there waits for the next trial; a kill there leaves nothing RUNNING).
         time.sleep(0.05)
         try:  # read-only polling with sqlite3, so the test never races the runner to create the schema
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
                 states = [row[0] for row in con.execute("SELECT state FROM trials")]
         except sqlite3.Error:  # not created yet
             continue
-        if "COMPLETE" in states and "RUNNING" in states:
+        if states.count("COMPLETE") > after and "RUNNING" in states:
             break
     assert proc.poll() is None, f"run ended before it could be interrupted: {proc.communicate()[0]}"
     proc.send_signal(signum)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, output
     assert "Run the same command again to resume" in output
+    return output
 
-    study = optuna.load_study(study_name="test-study", storage=storage)
-    interrupted = [t for t in study.get_trials() if t.state == TrialState.FAIL]
-    assert len(interrupted) == 1 and interrupted[0].user_attrs["fail_reason"] == "interrupted"
-    done_before = {t.user_attrs["cell_key"]: t.number for t in study.get_trials(states=(TrialState.COMPLETE,))}
-    assert 1 <= len(done_before) < 4
 
+def test_ctrl_c_and_sigterm_stop_cleanly_and_each_rerun_resumes(tmp_path: Path, tiny_model: Path, glue_dir: Path):
+    """Ctrl-C, then SIGTERM from a scheduler or ``kill`` in the rerun: each time the running cell goes back
+    uncounted, and the next run resumes where the last stopped (one study, three runs, so each cell trains once
+    and two of them once more)."""
+    # 4 cells, each a few seconds of training: long enough for a signal to land inside one.
+    spec_path = _spec(tmp_path, tiny_model, grid={"train_sizes": [200, 400], "seeds": [1]}, training={"epochs": 3})
+    db = tmp_path / "study.db"
+    storage = f"sqlite:///{db}"
+    command = [sys.executable, "-m", "freezestats", "run", "--study", str(spec_path), "--storage", storage,
+               "--data-dir", str(glue_dir), "--no-progress"]  # fmt: skip
+    done: dict[str, int] = {}
+    for n_interrupted, signum in enumerate((signal.SIGINT, signal.SIGTERM), start=1):
+        _interrupt_in_a_trial(command, tmp_path, db, signum, after=len(done))
+        study = optuna.load_study(study_name="test-study", storage=storage)
+        interrupted = [t for t in study.get_trials() if t.state == TrialState.FAIL]
+        assert len(interrupted) == n_interrupted
+        assert all(t.user_attrs["fail_reason"] == "interrupted" for t in interrupted)
+        now = {t.user_attrs["cell_key"]: t.number for t in study.get_trials(states=(TrialState.COMPLETE,))}
+        assert all(now[key] == number for key, number in done.items())  # completed cells were not re-run
+        assert len(done) < len(now) < 4
+        done = now
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     counts = _cell_counts(db)
     assert len(counts) == 4 and set(counts.values()) == {1}  # no missing and no duplicate cell
     after = {t.user_attrs["cell_key"]: t.number for t in study.get_trials(states=(TrialState.COMPLETE,))}
-    assert all(after[key] == number for key, number in done_before.items())  # completed cells were not re-run
-    assert interrupted[0].user_attrs["cell_key"] in after  # the interrupted cell ran again
+    assert all(after[key] == number for key, number in done.items())
+    assert {t.user_attrs["cell_key"] for t in interrupted} <= set(after)  # the interrupted cells ran again
 
 
 @pytest.mark.parametrize("fuse", ["off", "2"])
