@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import optuna
 import pandas as pd
 import pytest
 from _factories import simple_spec, write_spec
+from _polling import wait_until_a_trial_runs
 from optuna.trial import TrialState
 
 from freezestats.cli.main import main
@@ -165,9 +164,9 @@ def test_changed_spec_for_existing_study_is_refused(
     assert sum(_cell_counts(tmp_path / "study.db").values()) == 1
 
 
-def _interrupt_in_a_trial(command: list[str], cwd: Path, db: Path, signum: signal.Signals, after: int) -> str:
-    """Start ``command`` (a ``freezestats run``), send ``signum`` once a trial runs after ``after`` have completed,
-    and return its output. The run must end with 130 and say how to resume."""
+def _interrupt_in_a_trial(command: list[str], cwd: Path, db: Path, signum: signal.Signals, after: int) -> None:
+    """Start ``command`` (a ``freezestats run``), send ``signum`` once a trial runs after ``after`` have completed;
+    the run must end with 130 and say how to resume."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # A shell that starts the suite in the background makes its children ignore SIGINT, and Python then
     # installs no KeyboardInterrupt handler; restore the default, as in an interactive terminal.
@@ -180,27 +179,16 @@ def _interrupt_in_a_trial(command: list[str], cwd: Path, db: Path, signum: signa
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        # Poll often: the signal must land early in a trial, not in the few milliseconds after its results are
-        # written (a Ctrl-C there waits for the next trial; a kill there leaves nothing RUNNING).
-        time.sleep(0.05)
-        try:  # read-only polling with sqlite3, so the test never races the runner to create the schema
-            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-                states = [row[0] for row in con.execute("SELECT state FROM trials")]
-        except sqlite3.Error:  # not created yet
-            continue
-        if states.count("COMPLETE") > after and "RUNNING" in states:
-            break
-    assert proc.poll() is None, f"run ended before it could be interrupted: {proc.communicate()[0]}"
+    wait_until_a_trial_runs(proc, db, after)
     proc.send_signal(signum)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, output
     assert "Run the same command again to resume" in output
-    return output
 
 
-def test_ctrl_c_and_sigterm_stop_cleanly_and_each_rerun_resumes(tmp_path: Path, tiny_model: Path, glue_dir: Path):
+def test_ctrl_c_and_sigterm_stop_cleanly_and_each_rerun_resumes(
+    tmp_path: Path, tiny_model: Path, glue_dir: Path
+) -> None:
     """Ctrl-C, then SIGTERM from a scheduler or ``kill`` in the rerun: each time the running cell goes back
     uncounted, and the next run resumes where the last stopped (one study, three runs, so each cell trains once
     and two of them once more)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import optuna
 import pytest
 from _factories import simple_spec, write_spec
+from _polling import wait_until_a_trial_runs
 from optuna.trial import TrialState
 
 from freezestats.cli.main import main
@@ -113,7 +114,6 @@ def test_a_worker_killed_mid_trial_is_detected_and_its_cell_rerun(
 ) -> None:
     """SIGKILL leaves a RUNNING trial; without heartbeats it is failed after the grace period and re-run."""
     import signal
-    import sqlite3
     import time
 
     spec = _spec(
@@ -128,19 +128,7 @@ def test_a_worker_killed_mid_trial_is_detected_and_its_cell_rerun(
     env = {**os.environ, "FREEZESTATS_DATA": str(glue_dir)}
     command = [sys.executable, "-m", "freezestats", "run", "--study", str(spec), "--storage", storage, "--no-progress"]
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, states = time.monotonic() + 240, []
-    while time.monotonic() < deadline and proc.poll() is None:
-        # Poll often: the signal must land early in the second trial, not in the few milliseconds after its
-        # results are written (a Ctrl-C there waits for the next trial; a kill there leaves nothing RUNNING).
-        time.sleep(0.05)
-        try:
-            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-                states = [row[0] for row in con.execute("SELECT state FROM trials ORDER BY number")]
-        except sqlite3.Error:
-            continue
-        if "COMPLETE" in states and "RUNNING" in states:
-            break
-    assert proc.poll() is None, "the run finished before it could be killed"
+    wait_until_a_trial_runs(proc, db)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     study = load_study(open_storage(storage), None)
