@@ -22,6 +22,34 @@ _PIRLS_MAX_ITER = 200
 _MAX_STEP_HALVINGS = 40
 _HESSIAN_STEP = 1e-4  # central-difference step of the gradient, as lme4's deriv12 (delta = 1e-4)
 
+# scipy.linalg.cholesky and cho_solve spend ~40-80 us a call in argument checks and the batching wrapper that
+# scipy >= 1.15 puts around them, against a few us in LAPACK for matrices of the seeds' size; PIRLS makes tens of
+# thousands of such calls per analysis. The same LAPACK routines are called directly, with the checks that can
+# fire here kept (non-finite input, a matrix that is not positive definite), so the results are the same bits.
+_POTRF, _POTRS = linalg.get_lapack_funcs(("potrf", "potrs"), (np.empty((1, 1)),))
+
+
+def _cholesky_lower(a: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.cholesky(a, lower=True)`` without its per-call overhead (float64 ``a``)."""
+    if not np.isfinite(a).all():
+        raise ValueError("array must not contain infs or NaNs")
+    factor, info = _POTRF(a, lower=1, clean=1)
+    if info > 0:
+        raise linalg.LinAlgError(f"{info}-th leading minor of the array is not positive definite")
+    if info < 0:  # pragma: no cover - an argument LAPACK rejects is a bug here, not a property of the data
+        raise ValueError(f"LAPACK reported an illegal value in {-info}-th argument on entry to POTRF.")
+    return factor
+
+
+def _cho_solve_lower(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.cho_solve((factor, True), rhs)`` without its per-call overhead (float64, finite factor)."""
+    if not np.isfinite(rhs).all():
+        raise ValueError("array must not contain infs or NaNs")
+    solution, info = _POTRS(factor, rhs, lower=1)
+    if info != 0:  # pragma: no cover - as above
+        raise ValueError(f"illegal value in {-info}th argument of internal potrs")
+    return solution
+
 
 # --------------------------------------------------------------------------------------------------------------
 # The Laplace deviance and its gradient
@@ -47,11 +75,11 @@ class _System:
         self.bd = self.b / self.d[:, None]  # D^-1 B
         e = self.lam2[:, None] * self.c22 * self.lam2[None, :] + np.eye(q2)
         schur = e - self.b.T @ self.bd
-        self.s_chol = linalg.cholesky((schur + schur.T) / 2.0, lower=True) if q2 else np.zeros((0, 0))
+        self.s_chol = _cholesky_lower((schur + schur.T) / 2.0) if q2 else np.zeros((0, 0))
         self.log_det = float(np.sum(np.log(self.d)) + 2.0 * np.sum(np.log(np.diag(self.s_chol))))
 
     def _s_solve(self, rhs: np.ndarray) -> np.ndarray:
-        return linalg.cho_solve((self.s_chol, True), rhs) if self.q2 else rhs
+        return _cho_solve_lower(self.s_chol, rhs) if self.q2 else rhs
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         """``M^-1 rhs`` for a vector or a matrix of columns."""
@@ -217,8 +245,8 @@ class _LaplaceProblem:
         atwx = np.column_stack([state.lam * self.zt_times(wx[:, j]) for j in range(self.p)])
         schur = self.x.T @ wx - atwx.T @ state.system.solve(atwx)
         try:
-            factor = linalg.cholesky((schur + schur.T) / 2.0, lower=True)
+            factor = _cholesky_lower((schur + schur.T) / 2.0)
         except linalg.LinAlgError:
             return None
-        cov = linalg.cho_solve((factor, True), np.eye(self.p))
+        cov = _cho_solve_lower(factor, np.eye(self.p))
         return (cov + cov.T) / 2.0
