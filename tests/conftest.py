@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # conftest stays light: the analysis is imported where a fixture needs it
+    from freezestats.analysis.pipeline import Analysis
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -82,3 +86,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
     if WRITTEN:
         terminalreporter.write_line(f"report test artifacts (HTML screenshot, PDF pages): {artifacts_dir()}")
+
+
+@pytest.fixture(scope="session")
+def blog2020_analysis() -> Analysis:
+    """The blog example's default analysis (its ``findings.run_analysis`` of the committed export), computed once
+    for the tests that read it (the README check and the report's decision tests): it takes ~20 s."""
+    from _scripts import load_script
+
+    findings = load_script(REPO / "examples" / "blog2020-minilm" / "findings.py")
+    return findings.run_analysis(*findings.load_inputs())

@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 from _scripts import load_script
 
+from freezestats.analysis.pipeline import Analysis
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "blog2020-minilm"
 
 
@@ -52,10 +54,10 @@ def test_the_published_study_is_complete_and_its_predictions_give_back_its_count
     _assert_counts_match(runs, items)
 
 
-def test_the_readme_numbers_are_what_the_analysis_computes_today() -> None:
+def test_the_readme_numbers_are_what_the_analysis_computes_today(blog2020_analysis: Analysis) -> None:
     findings = _findings()
     text = findings.README.read_text()
-    generated = findings.findings_markdown()
+    generated = findings.findings_markdown(blog2020_analysis)
     assert findings.readme_findings.readme_section(findings.README) == generated, (
         "run examples/blog2020-minilm/findings.py --write"
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _factories import SMALL_VALIDATION_ROWS
 
 import freezestats
 
@@ -79,8 +80,9 @@ def test_default_study_validates_from_any_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_real_run_on_packaged_minilm_and_glue_sst2(tmp_path: Path, glue_dir: Path) -> None:
-    """The real thing, small: MiniLM-L6 from its PyPI package, real SST-2, through the CLI, then export."""
+def test_real_run_on_packaged_minilm_and_glue_sst2(tmp_path: Path, small_glue_dir: Path) -> None:
+    """The real thing, small: MiniLM-L6 from its PyPI package, real SST-2 (its dev set cut to 256 rows: scoring
+    all 872 at each evaluation was most of this test's time), through the CLI, then export."""
     spec = tmp_path / "tiny.toml"
     spec.write_text(
         'version = 1\nname = "e2e"\ntasks = ["sst2"]\n[model]\nname = "minilm-l6"\n'
@@ -90,7 +92,7 @@ def test_real_run_on_packaged_minilm_and_glue_sst2(tmp_path: Path, glue_dir: Pat
     run = _cli(
         ["run", "--study", str(spec), "--storage", "sqlite:///e2e.db", "--no-progress"],
         tmp_path,
-        FREEZESTATS_DATA=str(glue_dir),
+        FREEZESTATS_DATA=str(small_glue_dir),
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2/2 cells complete, 0 failed" in run.stdout
@@ -101,5 +103,5 @@ def test_real_run_on_packaged_minilm_and_glue_sst2(tmp_path: Path, glue_dir: Pat
     full, frozen = table.set_index("frozen_layers").loc[0], table.set_index("frozen_layers").loc[6]
     assert full.total_params == 22_713_986 and full.trainable_params == full.total_params
     assert frozen.trainable_params == 384 * 384 + 384 + 384 * 2 + 2  # pooler + classifier only
-    assert table.n_eval.eq(872).all() and table.best_dev.between(0.3, 1.0).all()
+    assert table.n_eval.eq(SMALL_VALIDATION_ROWS).all() and table.best_dev.between(0.3, 1.0).all()
     assert (tmp_path / "e2e.db.artifacts").is_dir()

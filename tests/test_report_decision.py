@@ -8,21 +8,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from freezestats.analysis.pipeline import analyze
+from freezestats.analysis.pipeline import Analysis
 from freezestats.report.inputs import ReportInputs
 from freezestats.report.sections.decision import decision_table
 from freezestats.report.text import answer
-from freezestats.results.item_predictions import read_item_predictions
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "blog2020-minilm"
 
 
 @pytest.fixture(scope="module")
-def blog_inputs() -> ReportInputs:
+def blog_inputs(blog2020_analysis: Analysis) -> ReportInputs:
     runs = pd.read_csv(EXAMPLE / "results.csv")
-    items = read_item_predictions(EXAMPLE / "predictions.parquet")
-    analysis = analyze(runs, items=items, task_metrics={"cola": "mcc"}, n_boot=50)
-    return ReportInputs(analysis=analysis, runs=runs, study=None, notes=[], ran_analysis=True)
+    return ReportInputs(analysis=blog2020_analysis, runs=runs, study=None, notes=[], ran_analysis=True)
 
 
 def _shapes(text: str) -> list[str]:

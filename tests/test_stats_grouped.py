@@ -190,7 +190,8 @@ def test_per_size_intervals_cover_where_the_pooled_ones_do_not() -> None:
     truth = true_cell_means(frozen_levels=(0, 2, 8), train_sizes=(50, 1000)).set_index(["frozen_layers", "train_size"])
     covered: dict[str, list[pd.Series]] = {"per_size": [], "pooled": []}
     width: dict[str, list[pd.Series]] = {"per_size": [], "pooled": []}
-    for i in range(60):
+    # 60 studies read per-size 0.942 / 0.967 and pooled 0.758 at n = 50; these 30 read 0.900 / 0.933 and 0.650
+    for i in range(30):
         table = simulate_results(
             frozen_levels=(0, 2, 8), train_sizes=(50, 1000), seed_sd=0.01, resid_sd=sds, rng=500 + i
         )
@@ -205,7 +206,7 @@ def test_per_size_intervals_cover_where_the_pooled_ones_do_not() -> None:
             width[variance].append(con.set_index(["train_size", "frozen_layers"])["ci_high"] - con["ci_low"].values)
     rate = {v: pd.concat(c).groupby(level="train_size").mean() for v, c in covered.items()}
     wide = {v: pd.concat(w).groupby(level="train_size").mean() for v, w in width.items()}
-    assert rate["per_size"].min() >= 0.85  # 120 intervals per size: 95% nominal, 2 MC SE ~ 0.04
+    assert rate["per_size"].min() >= 0.85  # 60 intervals per size: 95% nominal, 3 MC SE ~ 0.085
     assert rate["pooled"][50] < rate["per_size"][50] - 0.1  # too narrow where runs are unstable
     assert wide["pooled"][1000] > 3 * wide["per_size"][1000]  # several times too wide where they are stable
 

@@ -62,7 +62,7 @@ def test_every_run_failed_is_refused_and_analyze_adds_the_table() -> None:
 
 
 def test_the_default_answer_covers_where_runs_collapse_and_the_per_size_model_does_not() -> None:
-    """A small version of bench/coverage.py, scenario b (5% of runs collapse; run SD per cell): 40 studies.
+    """A small version of bench/coverage.py, scenario b (5% of runs collapse; run SD per cell): 25 studies.
 
     The contrasts picked are the per-size model's worst in the 1000-study bench (frozen 4 at n = 50, frozen 12
     at n = 500) and the one the delta method's failure part left at 0.887 (frozen 12 at n = 1000); the default
@@ -72,13 +72,13 @@ def test_the_default_answer_covers_where_runs_collapse_and_the_per_size_model_do
     target = truth("b").set_index(["frozen_layers", "train_size"])["truth"]
     picked = [(4, 50), (12, 500), (12, 1000)]
     hits: dict[str, list[bool]] = {"auto": [], "per_size": []}
-    for i in range(40):
+    for i in range(25):  # 40 studies read 0.933 / 0.808, these 25 read 0.920 / 0.760
         table = simulate("b", rng=90_000 + i)
         for method in hits:
             ci = intervals(table, method).set_index(["frozen_layers", "train_size"])
             hits[method].extend(ci.loc[c, "ci_low"] <= target[c] <= ci.loc[c, "ci_high"] for c in picked)
     rate = {method: float(np.mean(h)) for method, h in hits.items()}
-    assert rate["auto"] >= 0.87  # 120 intervals, nominal 95%: 2 MC SE ~ 0.04
+    assert rate["auto"] >= 0.87  # 75 intervals, nominal 95%: 3 MC SE ~ 0.075
     assert rate["per_size"] < rate["auto"] - 0.05
 
 

@@ -284,9 +284,11 @@ def hardware_section(results: pd.DataFrame, cpu: pd.DataFrame) -> list[str]:
     ]
 
 
-def findings_markdown() -> str:
+def findings_markdown(analysis: Analysis | None = None) -> str:
+    """The README's findings section; ``analysis`` is :func:`run_analysis` of the committed export when a caller
+    (the tests) already has it."""
     results, items = load_inputs()
-    analysis = run_analysis(results, items)
+    analysis = analysis if analysis is not None else run_analysis(results, items)
     sections = [
         answer_section(analysis, run_analysis(results, items, uncertainty="seeds")),
         contrast_section(analysis),
