@@ -13,10 +13,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from freezestats.analysis.task_metrics import parse_task_metrics
 from freezestats.cli.base import _Command
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES
 
 __all__ = ["_Analyze", "_Report"]
 
@@ -53,7 +51,7 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--failure-rates",
-        default=DEFAULT_FAILURE_RATES,
+        default=None,  # the library's DEFAULT_FAILURE_RATES (_analysis_options): not imported to build the parser
         help="the answer's failure part, where some runs failed: pooled_joint (default: the two depths' failure rates "
         "drawn jointly from a binomial GLMM of the pair, its cell SD integrated out), pooled (the same GLMM's "
         "Wilson intervals joined by MOVER: above 95%% coverage in simulation) or slope (Firth's depth x log2-size fit)",
@@ -148,9 +146,21 @@ def _run_analyze(
         progress=progress,
         items=items,
         uncertainty=args.uncertainty,
-        failure_rates=args.failure_rates,
-        task_metrics=parse_task_metrics(args.task_metric),
+        **_analysis_options(args),
     )
+
+
+def _analysis_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options analyze and report share whose parsing needs the statistics: imported here, when a command
+    runs, so that building the parser (every command, ``run`` and ``worker`` included) does not import
+    ``freezestats.stats`` and scipy.stats (~2 s a process)."""
+    from freezestats.analysis.task_metrics import parse_task_metrics
+    from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES
+
+    return {
+        "failure_rates": args.failure_rates or DEFAULT_FAILURE_RATES,
+        "task_metrics": parse_task_metrics(args.task_metric),
+    }
 
 
 @contextlib.contextmanager
@@ -203,8 +213,7 @@ class _Report(_Command):
             margin=args.margin,
             n_boot=args.n_boot,
             uncertainty=args.uncertainty,
-            failure_rates=args.failure_rates,
-            task_metrics=parse_task_metrics(args.task_metric),
+            **_analysis_options(args),
             formats=args.format,
             overwrite=args.overwrite,
             console=console,

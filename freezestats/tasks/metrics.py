@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 
 from freezestats.exceptions import SpecError
 from freezestats.tasks.curve import CurveSummary, summarize_curve
@@ -208,6 +207,8 @@ def spearman(pred: Sequence | np.ndarray, ref: Sequence | np.ndarray) -> float:
     r = r.astype(np.float64)
     if np.isnan(p).any() or np.isnan(r).any():
         return float("nan")
+    from scipy.stats import rankdata  # here: scipy.stats takes ~1 s to import, and only Spearman needs it
+
     # Ranks are constant exactly when the values are, and pearson() returns 0.0 for that case.
     return pearson(rankdata(p, method="average"), rankdata(r, method="average"))
 
