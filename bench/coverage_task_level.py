@@ -68,7 +68,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed
@@ -92,13 +91,16 @@ from freezestats.stats.simulation.realistic import (
 _spec = importlib.util.spec_from_file_location("bench_coverage", Path(__file__).resolve().with_name("coverage.py"))
 coverage = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(coverage)  # type: ignore[union-attr]
+# the record of a run (summary, merging chunks, the printed table): coverage_task_level_record.py, loaded alike
+_spec = importlib.util.spec_from_file_location(
+    "bench_coverage_task_level_record", Path(__file__).resolve().with_name("coverage_task_level_record.py")
+)
+saved = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(saved)  # type: ignore[union-attr]
+COVERAGES, combine, report, studies_path = saved.COVERAGES, saved.combine, saved.report, saved.studies_path
 
 MARGIN = 0.01
 NULL_OFFSET = 1_000_000  # the null studies' generator seeds: study i draws rng=NULL_OFFSET + i
-COVERAGES = ("task", "task_delta", "seed_task", "seed_items", "model_task", "model_items")
-LABELS = {"task": "task", "task_delta": "delta", "seed_task": "seed>task", "seed_items": "seed>items",
-          "model_task": "model>task", "model_items": "model>items", "two_part": "two-part", "se_sd": "se/sd",
-          "width_sd": "width/sd"}  # fmt: skip
 _TASKS: dict[str, RealisticTask] = {}  # the two scenarios made concrete, once per process
 # the contrasts' options, set per process by configure
 _OPTIONS: dict[str, str] = {"failure_rates": DEFAULT_FAILURE_RATES}
@@ -252,143 +254,8 @@ def run(
     settings = {"seeds": seeds, "margin": MARGIN, "processes": processes, "collapse_scale": collapse_scale,
                 "seed_shared_collapse": base.collapse_rho is not None, "failure_rates": failure_rates,
                 "sd_grid": None if sd_grid is None else list(sd_grid)}  # fmt: skip
-    record = _record(alt, null, started, errors, settings, studies=[first, first + n_studies])
+    record = saved.record(alt, null, started, errors, settings, studies=[first, first + n_studies])
     return record, pd.concat([alt, null], ignore_index=True)
-
-
-def _record(alt: pd.DataFrame, null: pd.DataFrame, started: float, errors: dict, settings: dict, **extra) -> dict:
-    """The saved record of these studies' rows: per-contrast summary and the familywise error under the null."""
-    shown = null.groupby(["study", "train_size"])["noninferior"].any().unstack()
-    fwer = {"any": float(shown.any(axis=1).mean()), **{str(n): float(shown[n].mean()) for n in shown.columns}}
-    n_studies = int(alt["study"].nunique())
-    return coverage.result_record(n_studies, started, errors, summarise(alt, null), fwer=fwer, **settings, **extra)
-
-
-#: the settings chunks must share to be merged into one record
-SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates", "sd_grid")
-
-
-def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
-    """One record from several chunks' saved records and study rows (``--combine``): the chunks must share their
-    settings and hold disjoint studies; the time is the chunks' sum. Why: a run of 800 studies takes longer than a
-    working session on two cores, and chunks of a few hundred each can be run, committed and merged exactly."""
-    for record in records[1:]:
-        differ = [k for k in SETTINGS if record.get(k) != records[0].get(k)]
-        if differ:
-            raise SystemExit(f"error: the chunks differ in {', '.join(differ)}: they cannot be merged")
-    rows = pd.concat(studies, ignore_index=True)
-    alt, null = rows[rows["kind"] == "alternative"], rows[rows["kind"] == "null"]
-    if alt.duplicated(["study", "train_size", "frozen_layers"]).any():
-        raise SystemExit("error: the chunks share studies: each study may be counted once")
-    errors: dict[str, int] = {}
-    for record in records:
-        for name, count in record["errors"].items():
-            errors[name] = errors.get(name, 0) + count
-    settings = {k: records[0].get(k) for k in SETTINGS} | {"processes": records[0]["processes"]}
-    merged = _record(alt, null, time.perf_counter(), errors, settings, chunks=[r.get("studies") for r in records])
-    merged["seconds"] = sum(r["seconds"] for r in records)
-    merged["machine"] = "; ".join(dict.fromkeys(r["machine"] for r in records))
-    return merged
-
-
-def summarise(alt: pd.DataFrame, null: pd.DataFrame) -> list[dict]:
-    """Per contrast: its truths, each interval's coverage, the task-level coverage with and without a collapsed
-    run among its runs, the share of studies showing it non-inferior, and the share of null studies that do
-    (all of them, and those without a collapsed run in the contrast)."""
-    cell = alt.groupby(["train_size", "frozen_layers"])
-    out = cell.agg(truth_task=("truth_task", "mean"), n=("study", "size"), collapse=("collapse", "mean"),
-                   power=("noninferior", "mean"), two_part=("two_part", "mean"))  # fmt: skip
-    for name in COVERAGES:
-        out[name] = cell[name].mean() if name in alt else np.nan
-    if "error" in alt:  # how wide the intervals are against the estimate's own spread over studies
-        spread = cell["error"].std()
-        out["se_sd"] = cell["se"].mean() / spread
-        out["width_sd"] = cell["width"].mean() / (2 * stats.norm.ppf(0.975) * spread)
-    split = alt.groupby(["train_size", "frozen_layers", "collapse"])["task"].mean().unstack()
-    out["task_collapse"] = split.get(True)
-    out["task_none"] = split.get(False)
-    out["null"] = null.groupby(["train_size", "frozen_layers"])["noninferior"].mean()
-    out["null_none"] = null[~null["collapse"]].groupby(["train_size", "frozen_layers"])["noninferior"].mean()
-    return [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in out.reset_index().to_dict("records")]
-
-
-def report(result: dict, baseline: dict | None = None) -> str:
-    """The coverage table, familywise error and cells outside the Monte Carlo band; with ``baseline`` (a saved
-    run) its task-level coverage and power beside each cell (``base``, ``base_pow``) and its error below."""
-    rows = pd.DataFrame(result["rows"])
-    band = 1.96 * np.sqrt(0.95 * 0.05 / result["n_studies"])
-    lines = [
-        f"bench/coverage_task_level.py: {result['n_studies']} studies of blog_shaped(), {result['seeds']} seeds a "
-        f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}"
-        f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}, margin {result['margin']}, "
-        f"failure rates {result.get('failure_rates', 'pooled')}"
-        f"{', SD grid ' + str(result['sd_grid']) if result.get('sd_grid') else ''}, {result['processes']} process(es), "
-        f"{result['seconds']:.0f} s",
-        f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}"
-        + (f"; merged from chunks of studies {result['chunks']}" if result.get("chunks") else ""),
-        f"\ncoverage of two-sided 95% per-comparison intervals (MC band 0.95 +-{band:.3f}); power = share of studies"
-        " showing the depth non-inferior; collapse = share of studies with a collapsed run in the contrast; null ="
-        " share of studies at the margin showing it non-inferior (null|none: of those without a collapsed run)",
-    ]
-    names = [*COVERAGES, "task_collapse", "task_none", "collapse", "two_part", "power", "null", "null_none"]
-    names += [c for c in ("se_sd", "width_sd") if c in rows]
-    if baseline is not None:
-        lines.append(
-            f"base, base_pow: the task-level coverage and power of {baseline['n_studies']} studies with failure rates "
-            f"{baseline.get('failure_rates', 'pooled')} (the saved baseline run)"
-        )
-        base = pd.DataFrame(baseline["rows"]).set_index(["train_size", "frozen_layers"])
-        keys = pd.MultiIndex.from_frame(rows[["train_size", "frozen_layers"]])
-        rows["base"] = base["task"].reindex(keys).to_numpy()
-        rows["base_pow"] = base["power"].reindex(keys).to_numpy()
-        names = ["task", "base", "power", "base_pow", *[c for c in names if c not in ("task", "power")]]
-    header = ["n", "depth", "truth", *[LABELS.get(c, c.replace("_", "|")) for c in names]]
-    widths = [max(len(h), 7) for h in header]
-    lines.append("  ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)))
-    for row in rows.sort_values(["train_size", "frozen_layers"]).to_dict("records"):
-        cells = ["-" if row.get(c) is None or pd.isna(row.get(c)) else f"{row[c]:.3f}" for c in names]
-        values = [row["train_size"], row["frozen_layers"], f"{row['truth_task']:+.4f}", *cells]
-        lines.append("  ".join(f"{v:>{w}}" for v, w in zip(values, widths, strict=True)))
-    fwer = result["fwer"]
-    per_size = ", ".join(f"n={n}: {v:.3f}" for n, v in fwer.items() if n != "any")
-    lines.append(f"\nfamilywise error under null_at_margin({result['margin']}): {fwer['any']:.3f} (nominal <= 0.05)")
-    lines.append(f"  per size (any depth at that size shown non-inferior): {per_size}")
-    if baseline is not None:
-        lines.append(f"  baseline: {baseline['fwer']['any']:.3f}")
-    low, high = 0.95 - band, 0.95 + band
-    for name in [c for c in ("task", "task_delta", "base", "seed_task", "model_task") if c in rows]:
-        out = rows[(rows[name] < low) | (rows[name] > high)]
-        cells = ", ".join(f"({r.train_size}, {r.frozen_layers}) {getattr(r, name):.3f}" for r in out.itertuples())
-        lines.append(
-            f"{LABELS.get(name, name):>11} outside {low:.3f}-{high:.3f}: {len(out)} of {len(rows)}: {cells or '-'}"
-        )
-    lines.append(band_departures(rows["task"].to_numpy(), result["n_studies"], rows))
-    return "\n".join(lines)
-
-
-def band_departures(covered: np.ndarray, n: int, rows: pd.DataFrame, band: tuple[float, float] = (0.93, 0.97)) -> str:
-    """Which cells' coverage is shown outside the issue's 93-97% band, not merely seen outside it.
-
-    Why: with 30 cells and 400 studies each point estimate has an MC SE of 0.011, so a method whose every cell
-    truly covers 95% puts some cell outside 0.929-0.971 in about 4 benches of 5 (0.946^30 = 0.19). Each cell here
-    gets the exact one-sided binomial test against the band's nearer edge (above 0.97 or below 0.93), and Holm's
-    step-down over the cells (statsmodels ``multipletests``) controls the chance of naming any cell wrongly."""
-    counts = np.round(np.asarray(covered, dtype=float) * n).astype(int)
-    above = stats.binom.sf(counts - 1, n, band[1])  # P(X >= k) at the upper edge
-    below = stats.binom.cdf(counts, n, band[0])  # P(X <= k) at the lower edge
-    p = np.minimum(np.minimum(above, below) * 2, 1.0)  # two one-sided tests, one per edge: Bonferroni over the two
-    shown = multipletests(p, alpha=0.05, method="holm")[0]
-    named = ", ".join(f"({r.train_size}, {r.frozen_layers}) {c:.3f}"
-                      for r, c, s in zip(rows.itertuples(), covered, shown, strict=True) if s)  # fmt: skip
-    head = f"       task shown outside {band[0]:.2f}-{band[1]:.2f} (exact binomial per cell, Holm over {len(p)} cells"
-    tail = f"unadjusted p < 0.05: {(p < 0.05).sum()}"
-    return f"{head}, familywise 0.05): {int(shown.sum())} of {len(p)}: {named or '-'}; {tail}"
-
-
-def studies_path(output: str | Path) -> Path:
-    """Where a run saved as ``output`` keeps its per-study rows (``<stem>_studies.parquet`` beside it)."""
-    output = Path(output)
-    return output.with_name(f"{output.stem}_studies.parquet")
 
 
 def main() -> None:
