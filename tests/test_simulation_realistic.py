@@ -224,12 +224,12 @@ def test_a_scenario_that_misses_a_cell_is_refused() -> None:
 def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly() -> None:
     bench = load_script(BENCH)
     fast = {"seeds": 5, "base": small(), "failure_rates": "pooled"}  # the bench's path; the joint draws cost ~3x
-    first, first_rows = bench.run(10, **fast)
-    second, second_rows = bench.run(10, first=10, **fast)
-    assert set(first_rows["study"]) == set(range(10)) and set(second_rows["study"]) == set(range(10, 20))
+    first, first_rows = bench.run(4, **fast)  # the code path and the merge, not the coverage: four studies each
+    second, second_rows = bench.run(4, first=4, **fast)
+    assert set(first_rows["study"]) == set(range(4)) and set(second_rows["study"]) == set(range(4, 8))
     result = bench.combine([first, second], [first_rows, second_rows])
     rows = pd.DataFrame(result["rows"]).set_index(["train_size", "frozen_layers"])
-    assert len(rows) == 4 and (rows["n"] == 20).all() and result["n_studies"] == 20
+    assert len(rows) == 4 and (rows["n"] == 8).all() and result["n_studies"] == 8
     for name in bench.COVERAGES:
         assert rows[name].between(0, 1).all()
     halves = [pd.DataFrame(r["rows"]).set_index(["train_size", "frozen_layers"]) for r in (first, second)]
