@@ -263,3 +263,21 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     for bad in ("0.5,0.1", "0,0.5", "a,b", "0.1,0.1"):
         with pytest.raises(SystemExit, match="--sd-grid"):
             bench.parse_sd_grid(bad)
+
+
+def test_two_runs_are_compared_study_by_study() -> None:
+    """bench/paired_coverage.py: lost and gained count the studies whose interval changed side, on the studies
+    both runs hold, and the ratios are the second run's means over the first's."""
+    paired = load_script(BENCH.with_name("paired_coverage.py")).paired
+
+    def rows(covered: list[bool], se: float, studies: range, kind: str = "alternative") -> pd.DataFrame:
+        return pd.DataFrame({"kind": kind, "study": list(studies), "train_size": 100, "frozen_layers": 1,
+                             "task": covered, "se": se, "width": 4 * se})  # fmt: skip
+
+    first = pd.concat([rows([True, True, False, True], 0.02, range(4)), rows([True] * 4, 9.0, range(4), "null")])
+    second = rows([True, False, True, False, True], 0.01, range(5))  # study 4: not in the first run
+    table = paired(first, second)
+    (row,) = table.to_dict("records")
+    assert row["studies"] == 4 and row["lost"] == 2 and row["gained"] == 1  # studies 1 and 3; study 2
+    assert row["cover_a"] == 0.75 and row["cover_b"] == 0.5
+    assert row["se_ratio"] == pytest.approx(0.5) and row["width_ratio"] == pytest.approx(0.5)
