@@ -51,8 +51,9 @@ for the task-level and the seed-only contrasts alike; ``--baseline`` prints a sa
 power and familywise error beside this one's (``base``, ``base_pow``), which compares the two on the same studies
 when both ran as many (study i draws rng=i). ``--sd-grid`` replaces the level x size SDs the joint draws
 integrate over (:data:`~freezestats.stats.failures.sd_integration.SD_GRID`) in every process, to see whether
-another grid keeps n = 100 in the band and brings the conservative shallow cells into it; it is recorded, and a
-run on another grid is not merged with the analysis's.
+another grid keeps n = 100 in the band and brings the conservative shallow cells into it (a grid down to 0.05
+did not: ``bench/results/coverage_task_level_grid005_paired.txt``); it is recorded, and a run on another grid is
+not merged with the analysis's.
 """
 
 from __future__ import annotations
