@@ -56,10 +56,11 @@ def recorded_calls() -> list[tuple[tuple, dict]]:
 
 
 def _callers() -> list:
+    """The modules that import ``fit_binomial_laplace`` by name (the failure part's pair fits; the GLMM)."""
     from freezestats.stats.failures import pooled_rates
     from freezestats.stats.models import glmm
 
-    return [pooled_rates, glmm, laplace]
+    return [pooled_rates, glmm]
 
 
 def _scipy_cholesky(a: np.ndarray) -> np.ndarray:
