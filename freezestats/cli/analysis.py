@@ -158,7 +158,7 @@ def _analysis_options(args: argparse.Namespace) -> dict[str, Any]:
     from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES
 
     return {
-        "failure_rates": args.failure_rates or DEFAULT_FAILURE_RATES,
+        "failure_rates": DEFAULT_FAILURE_RATES if args.failure_rates is None else args.failure_rates,
         "task_metrics": parse_task_metrics(args.task_metric),
     }
 
