@@ -87,17 +87,15 @@ from freezestats.stats.simulation.realistic import (
     simulate_realistic,
 )
 
-# bench/coverage.py, for the saved record and the command line every coverage bench shares; loaded by path, since
-# `import coverage` would find coverage.py (the PyPI package of pytest-cov) first wherever that is installed
-_spec = importlib.util.spec_from_file_location("bench_coverage", Path(__file__).resolve().with_name("coverage.py"))
-coverage = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(coverage)  # type: ignore[union-attr]
-# the record of a run (summary, merging chunks, the printed table): coverage_task_level_record.py, loaded alike
+# the record of a run (summary, merging chunks, the printed table): coverage_task_level_record.py, loaded by path
+# as it loads bench/coverage.py (`import coverage` would find pytest-cov's package first); its copy of coverage.py
+# serves the command line here too, so that module is executed once
 _spec = importlib.util.spec_from_file_location(
     "bench_coverage_task_level_record", Path(__file__).resolve().with_name("coverage_task_level_record.py")
 )
 saved = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(saved)  # type: ignore[union-attr]
+coverage = saved.coverage
 COVERAGES, combine, report, studies_path = saved.COVERAGES, saved.combine, saved.report, saved.studies_path
 
 MARGIN = 0.01
