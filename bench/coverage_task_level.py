@@ -75,6 +75,7 @@ from freezestats.stats import contrasts_vs_reference, fit_mixed
 from freezestats.stats.failures import sd_integration
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.inference.task_family import task_noninferiority
+from freezestats.stats.items import task_two_part
 from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES, FAILURE_RATES
 from freezestats.stats.simulation.realistic import (
@@ -196,13 +197,17 @@ def configure(
     null: RealisticTask,
     failure_rates: str = DEFAULT_FAILURE_RATES,
     sd_grid: tuple[float, ...] | None = None,
+    level_sd_prior: bool | None = None,
 ) -> None:
     """Set this process's two scenarios and failure-rate model (a pool's initializer), and, for an experiment, the
-    level x size SDs the joint draws integrate over (``sd_integration.SD_GRID``; None keeps the analysis's)."""
+    level x size SDs the joint draws integrate over (``sd_integration.SD_GRID``; None keeps the analysis's) and
+    whether they integrate the pair's level SD out (``task_two_part.PAIR_LEVEL_SD_PRIOR``; None: the analysis's)."""
     _TASKS.update(alternative=alternative, null=null)
     _OPTIONS.update(failure_rates=failure_rates)
     if sd_grid is not None:
         sd_integration.SD_GRID = tuple(sd_grid)
+    if level_sd_prior is not None:
+        task_two_part.PAIR_LEVEL_SD_PRIOR = level_sd_prior
 
 
 def parse_sd_grid(text: str) -> tuple[float, ...]:
@@ -225,17 +230,20 @@ def run(
     failure_rates: str = DEFAULT_FAILURE_RATES,
     first: int = 0,
     sd_grid: tuple[float, ...] | None = None,
+    level_sd_prior: bool | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Studies ``first`` .. ``first + n_studies - 1`` of ``base`` (default :func:`blog_shaped`) with ``seeds``
     seeds a cell and its collapse rates times ``collapse_scale``, and as many of its null at the margin;
     ``processes`` > 1 runs them in a pool of that many. ``failure_rates`` is the task-level contrasts'
     failure-rate model, ``sd_grid`` the joint draws' SD grid where not the analysis's (an experiment, recorded in
-    the settings). Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
+    the settings), ``level_sd_prior`` whether the draws integrate the pair's level SD out (None: the analysis's
+    choice, recorded as such). Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
     :func:`combine` merges with other chunks' into one record."""
     base = blog_shaped() if base is None else base
     collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
     base = replace(base, seeds=seeds, collapse=collapse)
-    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates, sd_grid)
+    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates, sd_grid,
+             level_sd_prior)  # fmt: skip
     started = time.perf_counter()
     indices = range(first, first + n_studies)
     if processes > 1:
@@ -252,7 +260,9 @@ def run(
             errors[f"fit_mixed: {error}"] = errors.get(f"fit_mixed: {error}", 0) + 1
     settings = {"seeds": seeds, "margin": MARGIN, "processes": processes, "collapse_scale": collapse_scale,
                 "seed_shared_collapse": base.collapse_rho is not None, "failure_rates": failure_rates,
-                "sd_grid": None if sd_grid is None else list(sd_grid)}  # fmt: skip
+                "sd_grid": None if sd_grid is None else list(sd_grid),
+                "level_sd_prior": task_two_part.PAIR_LEVEL_SD_PRIOR if level_sd_prior is None
+                else level_sd_prior}  # fmt: skip
     record = saved.record(alt, null, started, errors, settings, studies=[first, first + n_studies])
     return record, pd.concat([alt, null], ignore_index=True)
 
@@ -270,6 +280,8 @@ def main() -> None:
     parser.add_argument("--seed-shared-collapse", action="store_true", help=shared)
     grid = "an experiment: the level x size SDs the joint draws integrate over, e.g. 0.1,0.25,0.5,1,1.5,2,3"
     parser.add_argument("--sd-grid", type=parse_sd_grid, help=grid)
+    prior = "the joint draws integrate the pair's level SD out (yes) or take it as given (no); default the analysis's"
+    parser.add_argument("--level-sd-prior", choices=("yes", "no"), help=prior)
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
@@ -283,8 +295,10 @@ def main() -> None:
         if args.combine:
             records = [json.loads(Path(path).read_text()) for path in args.combine]
             return combine(records, [pd.read_parquet(studies_path(path)) for path in args.combine])
+        level_sd_prior = None if args.level_sd_prior is None else args.level_sd_prior == "yes"
         record, studies = run(args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse,
-                              failure_rates=args.failure_rates, first=args.first, sd_grid=args.sd_grid)  # fmt: skip
+                              failure_rates=args.failure_rates, first=args.first, sd_grid=args.sd_grid,
+                              level_sd_prior=level_sd_prior)  # fmt: skip
         studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)
         studies.to_parquet(studies_path(args.output), index=False)
         return record

@@ -37,7 +37,7 @@ def record(alt: pd.DataFrame, null: pd.DataFrame, started: float, errors: dict, 
 
 
 #: the settings chunks must share to be merged into one record
-SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates", "sd_grid")
+SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates", "sd_grid", "level_sd_prior")
 
 
 def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
@@ -45,7 +45,8 @@ def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
     settings and hold disjoint studies; the time is the chunks' sum. Why: a run of 800 studies takes longer than a
     working session on two cores, and chunks of a few hundred each can be run, committed and merged exactly."""
     for chunk in records[1:]:
-        differ = [k for k in SETTINGS if chunk.get(k) != records[0].get(k)]
+        # a setting a record lacks is its default (older records have no level_sd_prior: False)
+        differ = [k for k in SETTINGS if (chunk.get(k) or None) != (records[0].get(k) or None)]
         if differ:
             raise SystemExit(f"error: the chunks differ in {', '.join(differ)}: they cannot be merged")
     rows = pd.concat(studies, ignore_index=True)
@@ -94,7 +95,8 @@ def report(result: dict, baseline: dict | None = None) -> str:
         f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}"
         f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}, margin {result['margin']}, "
         f"failure rates {result.get('failure_rates', 'pooled')}"
-        f"{', SD grid ' + str(result['sd_grid']) if result.get('sd_grid') else ''}, {result['processes']} process(es), "
+        f"{', SD grid ' + str(result['sd_grid']) if result.get('sd_grid') else ''}"
+        f"{', level SD integrated out' if result.get('level_sd_prior') else ''}, {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",
         f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}"
         + (f"; merged from chunks of studies {result['chunks']}" if result.get("chunks") else ""),

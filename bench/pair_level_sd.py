@@ -39,50 +39,53 @@ _spec = importlib.util.spec_from_file_location(
 ctl = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(ctl)  # type: ignore[union-attr]
 
-LEVEL_SDS = (2.5, 1.0, 0.5)
+#: (label, the given SD, whether the draws integrate it out under a half-normal prior of that scale)
+VARIANTS = (("2.5", 2.5, False), ("1.0", 1.0, False), ("0.5", 0.5, False), ("hn(2.5)", 2.5, True))
 
 
-def widths(n_studies: int) -> pd.DataFrame:
+def widths(n_studies: int, depths: tuple[int, ...] = (-1, 1)) -> pd.DataFrame:
     """One row per (study, level SD, shallow contrast): its width, whether it covers, whether a run collapsed."""
     task = realistic_task(blog_shaped())
     rows = []
-    default = task_two_part.PAIR_LEVEL_SD
+    default = task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR
     try:
         for i in range(n_studies):
             study = simulate_realistic(task, rng=i)
             runs = ctl._flagged(study.results)
-            pairs = runs[runs["frozen_layers"].isin([-1, 0, 1])]
+            pairs = runs[runs["frozen_layers"].isin([*depths, 0])]
             collapsed = ctl._collapsed(pairs)
-            for sd in LEVEL_SDS:
-                task_two_part.PAIR_LEVEL_SD = sd
+            for label, sd, prior in VARIANTS:
+                task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR = sd, prior
                 table = task_level_contrasts(pairs, study.items, response="heldout", metric="accuracy",
                                              failure_rates="pooled_joint")  # fmt: skip
                 for r in table.itertuples():
                     key = (int(r.train_size), int(r.frozen_layers))
-                    rows.append({"study": i, "level_sd": sd, "train_size": key[0], "frozen_layers": key[1],
+                    rows.append({"study": i, "level_sd": label, "train_size": key[0], "frozen_layers": key[1],
                                  "collapse": collapsed[key], "width": r.ci_high - r.ci_low,
                                  "covers": r.ci_low <= study.truth_task[key] <= r.ci_high})  # fmt: skip
     finally:
-        task_two_part.PAIR_LEVEL_SD = default
+        task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR = default
     return pd.DataFrame(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=20)
+    parser.add_argument("--depths", default="-1,1", help="comma-separated depths contrasted with 0 (shallow: -1,1)")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows = widths(args.studies)
+    depths = tuple(int(d) for d in args.depths.split(","))
+    rows = widths(args.studies, depths)
     index = ["train_size", "frozen_layers", "collapse"]
     width = rows.pivot_table(index=index, columns="level_sd", values="width", aggfunc="mean")
     covers = rows.pivot_table(index=index, columns="level_sd", values="covers", aggfunc="mean")
-    studies = rows[rows["level_sd"] == LEVEL_SDS[0]].groupby(index).size().rename("studies")
-    print(f"bench/pair_level_sd.py: the first {args.studies} studies of blog_shaped(), shallow pairs only, "
+    studies = rows[rows["level_sd"] == VARIANTS[0][0]].groupby(index).size().rename("studies")
+    print(f"bench/pair_level_sd.py: the first {args.studies} studies of blog_shaped(), depths {depths} against 0, "
           f"{time.perf_counter() - started:.0f} s; {flops.cpu_name()}")  # fmt: skip
     print("\nmean width over the default's (level SD 2.5):")
-    print(pd.concat([studies, width.div(width[2.5], axis=0)], axis=1).round(3).to_string())
+    print(pd.concat([studies, width.div(width["2.5"], axis=0)[[v[0] for v in VARIANTS]]], axis=1).round(3).to_string())
     print("\nshare covering the task's truth (few studies: not a coverage estimate):")
-    print(covers.round(2).to_string())
+    print(covers[[v[0] for v in VARIANTS]].round(2).to_string())
 
 
 if __name__ == "__main__":

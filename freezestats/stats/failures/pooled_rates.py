@@ -57,6 +57,7 @@ import pandas as pd
 from scipy import special
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats.failures.level_prior import LevelPrior
 from freezestats.stats.failures.rate_posterior import MIN_ESS, RatePosterior, sample_rate_posterior
 from freezestats.stats.failures.sd_integration import RateMixture, integrate_over_sd
 from freezestats.stats.models.laplace import fit_binomial_laplace
@@ -85,13 +86,22 @@ def pooled_failure_probabilities(
 
 
 def pooled_failure_fit(
-    runs: pd.DataFrame, failed: np.ndarray, level_sd: float | None = None, *, posterior: str | None = "integrated"
+    runs: pd.DataFrame,
+    failed: np.ndarray,
+    level_sd: float | None = None,
+    *,
+    posterior: str | None = "integrated",
+    level_sd_prior: bool = False,
 ) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None], RatePosterior | RateMixture | None]:
     """:func:`pooled_failure_probabilities`, plus the coefficients' posterior draws, which the task-level
     contrast's failure part reads its interval from: ``posterior="fitted"`` given the fitted SDs
     (:mod:`~freezestats.stats.failures.rate_posterior`), ``"integrated"`` averaged over the level x size SD
     (:mod:`~freezestats.stats.failures.sd_integration`), ``None`` none. The draws are None where every P is 0 or 1
-    by rule, or where they are too few to trust (:data:`~freezestats.stats.failures.rate_posterior.MIN_ESS`)."""
+    by rule, or where they are too few to trust (:data:`~freezestats.stats.failures.rate_posterior.MIN_ESS`).
+
+    ``level_sd_prior``: the draws integrate the two levels' SD out under a half-normal prior of scale ``level_sd``
+    (:mod:`~freezestats.stats.failures.level_prior`) instead of taking it as given; the fit and P stay at
+    ``level_sd``."""
     if posterior not in (None, "fitted", "integrated"):
         raise ModelFitError(f"`posterior` must be None, 'fitted' or 'integrated', but got {posterior!r}.")
     levels = runs["frozen_layers"].to_numpy()
@@ -128,7 +138,11 @@ def pooled_failure_fit(
 
     def draws(at: _Conditional, n_draws: int) -> RatePosterior:
         cells = {keys[i]: at.design[i] for i in first}
-        return sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws)
+        prior = None
+        if level_sd_prior and level_sd is not None and at.level_columns is not None:
+            prior = LevelPrior(at.level_columns, level_sd)
+        return sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
+                                     level_prior=prior)  # fmt: skip
 
     def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:  # an sd_integration.FitAt
         try:
@@ -157,6 +171,7 @@ class _Conditional:
     cov: np.ndarray
     prior_precision: np.ndarray
     loglik: float
+    level_columns: tuple[int, int] | None = None  # the two levels' effects in theta, where the level term is in it
 
 
 def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given: dict[str, float]) -> _Conditional:
@@ -168,11 +183,14 @@ def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given
         raise ModelFitError(f"the pooled failure model could not be fitted ({err})") from None
     # Z and G^-1 of the components that are not at zero; a zero SD fixes its effects at 0 with no error
     z_blocks, g_inv, eta, theta = [], [], x @ fit.beta, [np.asarray(fit.beta, dtype=float)]
-    start = 0
+    start, level_columns = 0, None
     for term, sd in zip(terms, fit.sd, strict=True):
         codes, n_levels = components[term.name]
         eta = eta + fit.modes[start : start + n_levels][codes]
         if sd > _ZERO_SD:
+            if term.name == "level" and n_levels == 2:
+                column = sum(len(block) for block in theta)
+                level_columns = (column, column + 1)
             z_blocks.append(np.eye(n_levels)[codes])
             g_inv.extend([1.0 / float(sd) ** 2] * n_levels)
             theta.append(np.asarray(fit.modes[start : start + n_levels], dtype=float))
@@ -185,4 +203,4 @@ def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given
         cov = np.linalg.inv(information)
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model's mixed-model equations are singular ({err})") from None
-    return _Conditional(p, design, np.concatenate(theta), cov, prior_precision, float(fit.loglik))
+    return _Conditional(p, design, np.concatenate(theta), cov, prior_precision, float(fit.loglik), level_columns)

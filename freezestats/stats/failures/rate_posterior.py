@@ -57,8 +57,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from scipy import special, stats
 from threadpoolctl import threadpool_limits
+
+from freezestats.stats.failures.level_prior import LevelPrior
 
 __all__ = ["MIN_ESS", "RatePosterior", "sample_rate_posterior", "weighted_interval"]
 
@@ -78,6 +80,10 @@ class RatePosterior:
     draws: np.ndarray  # (n_draws, n_coefficients)
     weights: np.ndarray  # (n_draws,), summing to 1
     ess: float
+    #: log of this posterior's normalising constant over the one with the Laplace fit's Gaussian prior: 0 unless a
+    #: :class:`~freezestats.stats.failures.level_prior.LevelPrior` replaced part of it (how a mixture over fits
+    #: reweighs its parts, :mod:`~freezestats.stats.failures.sd_integration`)
+    log_evidence_ratio: float = 0.0
 
     def values(self, terms: Sequence[tuple[Cell, float]]) -> np.ndarray:
         """:math:`\\sum_j w_j\\,P(\\text{fail})_{c_j}` at every draw, for ``terms`` = ``[(cell, w_j), ...]``."""
@@ -111,12 +117,15 @@ def sample_rate_posterior(
     n_draws: int = 10_000,
     stages: int = 3,
     seed: int = 0,
+    level_prior: LevelPrior | None = None,
 ) -> RatePosterior:
     """Importance-sample the coefficients' posterior (module docstring).
 
     ``rows`` and ``counts`` give each cell's linear-predictor row and its ``(failed, runs)``; ``theta`` and ``cov``
     are the Laplace mode and the inverse Hessian there; ``prior_precision`` is the diagonal of :math:`G^{-1}`
-    (0 for the intercept: flat). ``stages`` moves of the proposal follow the first.
+    (0 for the intercept: flat). ``stages`` moves of the proposal follow the first. ``level_prior`` replaces the
+    Gaussian prior of the pair's two level effects by a scale mixture over their SD
+    (:mod:`~freezestats.stats.failures.level_prior`); the proposal stays the Laplace fit's.
 
     >>> rows = {(0, 100): np.array([1.0])}
     >>> post = sample_rate_posterior(rows, {(0, 100): (2, 10)}, np.array([-1.386]), np.array([[0.3125]]),
@@ -132,6 +141,9 @@ def sample_rate_posterior(
     rng = np.random.default_rng(seed)
     first = (np.asarray(theta, dtype=float), _cholesky(np.asarray(cov, dtype=float)))
     proposals = [(1.0, first)]
+    gaussian = np.asarray(prior_precision, dtype=float).copy()
+    if level_prior is not None:
+        gaussian[list(level_prior.columns)] = 0.0
     # small matrices: a multithreaded BLAS only adds synchronisation. With the second core busy (another process)
     # a call took 0.36 s where one BLAS thread takes 0.017 s (3,000 draws, cProfile of one coverage study)
     with threadpool_limits(limits=1, user_api="blas"):
@@ -140,7 +152,9 @@ def sample_rate_posterior(
             log_q = special.logsumexp([np.log(share) + _log_t(draws, *p) for share, p in proposals], axis=0)
             eta = draws @ design.T
             log_lik = (failed * -np.logaddexp(0.0, -eta) + (runs - failed) * -np.logaddexp(0.0, eta)).sum(axis=1)
-            log_w = log_lik - 0.5 * (draws**2 @ prior_precision) - log_q
+            log_w = log_lik - 0.5 * (draws**2 @ gaussian) - log_q
+            if level_prior is not None:
+                log_w = log_w + level_prior.log_density(draws)
             weights = np.exp(log_w - log_w.max())
             weights /= weights.sum()
             if stage < stages:
@@ -148,7 +162,20 @@ def sample_rate_posterior(
                 centred = draws - mean
                 moved = (centred * weights[:, None]).T @ centred * _INFLATE
                 proposals = [(_DEFENSIVE, first), (1.0 - _DEFENSIVE, (mean, _cholesky(moved)))]
-    return RatePosterior(rows=dict(rows), draws=draws, weights=weights, ess=float(1.0 / (weights**2).sum()))
+    ratio = 0.0 if level_prior is None else _log_evidence_ratio(log_w, draws, level_prior, prior_precision)
+    return RatePosterior(rows=dict(rows), draws=draws, weights=weights, ess=float(1.0 / (weights**2).sum()),
+                         log_evidence_ratio=ratio)  # fmt: skip
+
+
+def _log_evidence_ratio(log_w: np.ndarray, draws: np.ndarray, level_prior: LevelPrior,
+                        prior_precision: np.ndarray) -> float:  # fmt: skip
+    """log Z(level prior) - log Z(Gaussian prior) from the same draws: the importance weights under the Gaussian
+    differ from ``log_w`` only by the two level columns' normalised log densities."""
+    columns = list(level_prior.columns)
+    sd = 1.0 / np.sqrt(prior_precision[columns])
+    gaussian = stats.norm.logpdf(draws[:, columns], scale=sd).sum(axis=1)
+    log_w_gaussian = log_w - level_prior.log_density(draws) + gaussian
+    return float(special.logsumexp(log_w) - special.logsumexp(log_w_gaussian))
 
 
 def _cholesky(cov: np.ndarray) -> np.ndarray:

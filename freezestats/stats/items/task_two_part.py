@@ -96,6 +96,9 @@ FAILURE_SIDES: tuple[str, ...] = ("Wilson-MOVER", "joint draws", "Wilson-MOVER (
 #: The SD of the depth's and the reference's effects in the pair's pooled failure model, given, not estimated: two
 #: levels cannot estimate it (:mod:`~freezestats.stats.failures.pooled_rates`, "Two levels").
 PAIR_LEVEL_SD = 2.5
+#: Whether the joint draws integrate that SD out under a half-normal prior of its scale
+#: (:mod:`~freezestats.stats.failures.level_prior`) instead of taking it as given.
+PAIR_LEVEL_SD_PRIOR = False
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,8 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
     if failure_rates not in ("pooled", "pooled_joint"):
         raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
     draws = "integrated" if failure_rates == "pooled_joint" else None
-    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=draws)
+    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=draws,
+                                            level_sd_prior=PAIR_LEVEL_SD_PRIOR)  # fmt: skip
     return p, rows, None, posterior
 
 
