@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from _posterior_mode import laplace_mode
 from scipy import special, stats
 
 from freezestats.exceptions import ModelFitError
@@ -21,24 +22,11 @@ from freezestats.stats.models.laplace import fit_binomial_laplace
 from freezestats.stats.models.laplace_layout import RandomTerm
 
 
-def _laplace(design: np.ndarray, failed: np.ndarray, runs: np.ndarray, precision: np.ndarray) -> tuple:
-    """The posterior mode and inverse Hessian by Newton's method (the importance sampler's starting proposal)."""
-    theta = np.zeros(design.shape[1])
-    for _ in range(100):
-        p = special.expit(design @ theta)
-        hessian = design.T @ ((runs * p * (1 - p))[:, None] * design) + np.diag(precision)
-        step = np.linalg.solve(hessian, design.T @ (failed - runs * p) - precision * theta)
-        theta = theta + step
-        if np.abs(step).max() < 1e-12:
-            break
-    return theta, np.linalg.inv(hessian)
-
-
 @pytest.mark.parametrize(("failed", "runs"), [(2, 10), (9, 40), (1, 5)])
 def test_one_cell_with_a_flat_logit_prior_has_a_beta_posterior(failed: int, runs: int) -> None:
     # a flat prior on the logit is Beta(0, 0) on P: the posterior is Beta(failed, runs - failed)
     design = np.ones((1, 1))
-    theta, cov = _laplace(design, np.array([failed]), np.array([runs]), np.zeros(1))
+    theta, cov = laplace_mode(design, np.array([failed]), np.array([runs]), np.zeros(1))
     post = sample_rate_posterior({(0, 100): design[0]}, {(0, 100): (failed, runs)}, theta, cov, np.zeros(1))
     low, high = post.interval([((0, 100), 1.0)], 0.95)
     assert (low, high) == pytest.approx(tuple(stats.beta(failed, runs - failed).ppf([0.025, 0.975])), abs=0.008)
@@ -50,7 +38,7 @@ def test_a_difference_of_two_rates_matches_integration_on_a_grid() -> None:
     design = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
     failed, runs = np.array([0.0, 3.0]), np.array([10.0, 10.0])
     precision = np.array([0.0, 1 / 1.5**2, 1 / 1.5**2])
-    theta, cov = _laplace(design, failed, runs, precision)
+    theta, cov = laplace_mode(design, failed, runs, precision)
     cells = {(0, 1000): design[0], (4, 1000): design[1]}
     post = sample_rate_posterior(cells, {(0, 1000): (0, 10), (4, 1000): (3, 10)}, theta, cov, precision)
     weights = (((4, 1000), -0.4), ((0, 1000), 0.4))  # F = -0.4 P_4 + 0.4 P_0
