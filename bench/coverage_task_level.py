@@ -198,16 +198,20 @@ def configure(
     failure_rates: str = DEFAULT_FAILURE_RATES,
     sd_grid: tuple[float, ...] | None = None,
     level_sd_prior: bool | None = None,
+    cell_prior_scale: float | None = None,
 ) -> None:
     """Set this process's two scenarios and failure-rate model (a pool's initializer), and, for an experiment, the
     level x size SDs the joint draws integrate over (``sd_integration.SD_GRID``; None keeps the analysis's) and
-    whether they integrate the pair's level SD out (``task_two_part.PAIR_LEVEL_SD_PRIOR``; None: the analysis's)."""
+    whether they integrate the pair's level SD out (``task_two_part.PAIR_LEVEL_SD_PRIOR``; None: the analysis's),
+    and the half-normal prior scale of that level x size SD (``sd_integration.PRIOR_SCALE``; None: the analysis's)."""
     _TASKS.update(alternative=alternative, null=null)
     _OPTIONS.update(failure_rates=failure_rates)
     if sd_grid is not None:
         sd_integration.SD_GRID = tuple(sd_grid)
     if level_sd_prior is not None:
         task_two_part.PAIR_LEVEL_SD_PRIOR = level_sd_prior
+    if cell_prior_scale is not None:
+        sd_integration.PRIOR_SCALE = cell_prior_scale
 
 
 def parse_sd_grid(text: str) -> tuple[float, ...]:
@@ -221,6 +225,17 @@ def parse_sd_grid(text: str) -> tuple[float, ...]:
     return grid
 
 
+def parse_scale(text: str) -> float:
+    """``--cell-prior-scale``: a positive number; a one-line error otherwise."""
+    try:
+        scale = float(text)
+    except ValueError:
+        raise SystemExit(f"error: --cell-prior-scale must be a number, got {text!r}") from None
+    if not scale > 0:
+        raise SystemExit(f"error: --cell-prior-scale must be positive, got {text!r}")
+    return scale
+
+
 def run(
     n_studies: int,
     seeds: int = 5,
@@ -231,19 +246,21 @@ def run(
     first: int = 0,
     sd_grid: tuple[float, ...] | None = None,
     level_sd_prior: bool | None = None,
+    cell_prior_scale: float | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Studies ``first`` .. ``first + n_studies - 1`` of ``base`` (default :func:`blog_shaped`) with ``seeds``
     seeds a cell and its collapse rates times ``collapse_scale``, and as many of its null at the margin;
     ``processes`` > 1 runs them in a pool of that many. ``failure_rates`` is the task-level contrasts'
     failure-rate model, ``sd_grid`` the joint draws' SD grid where not the analysis's (an experiment, recorded in
     the settings), ``level_sd_prior`` whether the draws integrate the pair's level SD out (None: the analysis's
-    choice, recorded as such). Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
+    choice, recorded as such), ``cell_prior_scale`` the prior scale of the level x size SD (None: the analysis's).
+    Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
     :func:`combine` merges with other chunks' into one record."""
     base = blog_shaped() if base is None else base
     collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
     base = replace(base, seeds=seeds, collapse=collapse)
     tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates, sd_grid,
-             level_sd_prior)  # fmt: skip
+             level_sd_prior, cell_prior_scale)  # fmt: skip
     started = time.perf_counter()
     indices = range(first, first + n_studies)
     if processes > 1:
@@ -262,7 +279,9 @@ def run(
                 "seed_shared_collapse": base.collapse_rho is not None, "failure_rates": failure_rates,
                 "sd_grid": None if sd_grid is None else list(sd_grid),
                 "level_sd_prior": task_two_part.PAIR_LEVEL_SD_PRIOR if level_sd_prior is None
-                else level_sd_prior}  # fmt: skip
+                else level_sd_prior,
+                "cell_prior_scale": sd_integration.PRIOR_SCALE if cell_prior_scale is None
+                else cell_prior_scale}  # fmt: skip
     record = saved.record(alt, null, started, errors, settings, studies=[first, first + n_studies])
     return record, pd.concat([alt, null], ignore_index=True)
 
@@ -282,6 +301,8 @@ def main() -> None:
     parser.add_argument("--sd-grid", type=parse_sd_grid, help=grid)
     prior = "the joint draws integrate the pair's level SD out (yes) or take it as given (no); default the analysis's"
     parser.add_argument("--level-sd-prior", choices=("yes", "no"), help=prior)
+    cell = "an experiment: the half-normal prior scale of the level x size SD (sd_integration.PRIOR_SCALE)"
+    parser.add_argument("--cell-prior-scale", type=parse_scale, help=cell)
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
@@ -298,7 +319,7 @@ def main() -> None:
         level_sd_prior = None if args.level_sd_prior is None else args.level_sd_prior == "yes"
         record, studies = run(args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse,
                               failure_rates=args.failure_rates, first=args.first, sd_grid=args.sd_grid,
-                              level_sd_prior=level_sd_prior)  # fmt: skip
+                              level_sd_prior=level_sd_prior, cell_prior_scale=args.cell_prior_scale)  # fmt: skip
         studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)
         studies.to_parquet(studies_path(args.output), index=False)
         return record

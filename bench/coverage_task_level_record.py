@@ -37,7 +37,23 @@ def record(alt: pd.DataFrame, null: pd.DataFrame, started: float, errors: dict, 
 
 
 #: the settings chunks must share to be merged into one record
-SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates", "sd_grid", "level_sd_prior")
+SETTINGS = (
+    "seeds",
+    "margin",
+    "collapse_scale",
+    "seed_shared_collapse",
+    "failure_rates",
+    "sd_grid",
+    "level_sd_prior",
+    "cell_prior_scale",
+)
+#: what a record that lacks a setting ran with (older records predate these options)
+SETTING_DEFAULTS = {"level_sd_prior": False, "cell_prior_scale": 1.0}
+
+
+def _setting(record: dict, name: str) -> object:
+    """A record's setting, or what a record without it ran with."""
+    return record.get(name, SETTING_DEFAULTS.get(name))
 
 
 def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
@@ -45,8 +61,7 @@ def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
     settings and hold disjoint studies; the time is the chunks' sum. Why: a run of 800 studies takes longer than a
     working session on two cores, and chunks of a few hundred each can be run, committed and merged exactly."""
     for chunk in records[1:]:
-        # a setting a record lacks is its default (older records have no level_sd_prior: False)
-        differ = [k for k in SETTINGS if (chunk.get(k) or None) != (records[0].get(k) or None)]
+        differ = [k for k in SETTINGS if _setting(chunk, k) != _setting(records[0], k)]
         if differ:
             raise SystemExit(f"error: the chunks differ in {', '.join(differ)}: they cannot be merged")
     rows = pd.concat(studies, ignore_index=True)
@@ -57,7 +72,7 @@ def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
     for chunk in records:
         for name, count in chunk["errors"].items():
             errors[name] = errors.get(name, 0) + count
-    settings = {k: records[0].get(k) for k in SETTINGS} | {"processes": records[0]["processes"]}
+    settings = {k: _setting(records[0], k) for k in SETTINGS} | {"processes": records[0]["processes"]}
     merged = record(alt, null, time.perf_counter(), errors, settings, chunks=[r.get("studies") for r in records])
     merged["seconds"] = sum(r["seconds"] for r in records)
     merged["machine"] = "; ".join(dict.fromkeys(r["machine"] for r in records))
@@ -90,13 +105,16 @@ def report(result: dict, baseline: dict | None = None) -> str:
     run) its task-level coverage and power beside each cell (``base``, ``base_pow``) and its error below."""
     rows = pd.DataFrame(result["rows"])
     band = 1.96 * np.sqrt(0.95 * 0.05 / result["n_studies"])
+    cell_scale = _setting(result, "cell_prior_scale")
     lines = [
         f"bench/coverage_task_level.py: {result['n_studies']} studies of blog_shaped(), {result['seeds']} seeds a "
         f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}"
         f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}, margin {result['margin']}, "
         f"failure rates {result.get('failure_rates', 'pooled')}"
         f"{', SD grid ' + str(result['sd_grid']) if result.get('sd_grid') else ''}"
-        f"{', level SD integrated out' if result.get('level_sd_prior') else ''}, {result['processes']} process(es), "
+        f"{', level SD integrated out' if result.get('level_sd_prior') else ''}"
+        f"{', cell SD prior scale ' + str(cell_scale) if cell_scale != 1.0 else ''}"
+        f", {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",
         f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}"
         + (f"; merged from chunks of studies {result['chunks']}" if result.get("chunks") else ""),

@@ -245,6 +245,12 @@ def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly
         bench.combine([first, {**second, "failure_rates": "slope"}], [first_rows, second_rows])
     with pytest.raises(SystemExit, match="sd_grid"):  # an experiment's grid is not the analysis's
         bench.combine([first, {**second, "sd_grid": [0.1, 0.25]}], [first_rows, second_rows])
+    with pytest.raises(SystemExit, match="level_sd_prior"):
+        bench.combine([first, {**second, "level_sd_prior": not first["level_sd_prior"]}], [first_rows, second_rows])
+    # a record from before an option merges as that option's default
+    older = {k: v for k, v in first.items() if k not in ("level_sd_prior", "cell_prior_scale")}
+    if not first["level_sd_prior"] and first["cell_prior_scale"] == 1.0:
+        assert bench.combine([older, second], [first_rows, second_rows])["n_studies"] == 8
 
 
 def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_bad_one(
@@ -263,6 +269,16 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     for bad in ("0.5,0.1", "0,0.5", "a,b", "0.1,0.1"):
         with pytest.raises(SystemExit, match="--sd-grid"):
             bench.parse_sd_grid(bad)
+    from freezestats.stats.items import task_two_part
+
+    monkeypatch.setattr(task_two_part, "PAIR_LEVEL_SD_PRIOR", task_two_part.PAIR_LEVEL_SD_PRIOR)
+    monkeypatch.setattr(sd_integration, "PRIOR_SCALE", sd_integration.PRIOR_SCALE)
+    analysis_prior = task_two_part.PAIR_LEVEL_SD_PRIOR
+    bench.configure(task, task, "pooled_joint", None, not analysis_prior, 0.5)
+    assert sd_integration.PRIOR_SCALE == 0.5 and task_two_part.PAIR_LEVEL_SD_PRIOR is (not analysis_prior)
+    for bad in ("0", "-1", "x"):
+        with pytest.raises(SystemExit, match="--cell-prior-scale"):
+            bench.parse_scale(bad)
 
 
 def test_two_runs_are_compared_study_by_study() -> None:
