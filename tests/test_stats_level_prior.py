@@ -9,6 +9,8 @@ of level effects than the SD given at 2.5 allows, and a pair that fails apart ke
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -22,23 +24,30 @@ from freezestats.stats.failures.rate_posterior import sample_rate_posterior
 SCALE = 2.5
 
 
+def _half_normal(sigma: float, scale: float) -> float:
+    """The half-normal density (math, not scipy.stats: quad calls it thousands of times)."""
+    return math.sqrt(2 / math.pi) / scale * math.exp(-0.5 * (sigma / scale) ** 2)
+
+
 def _mixture_density(d: float, scale: float = SCALE) -> float:
     """The difference's prior density: N(d; 0, 2 sigma^2) over a half-normal(scale) sigma, by quadrature."""
 
     def integrand(sigma: float) -> float:
-        return stats.halfnorm.pdf(sigma, scale=scale) * stats.norm.pdf(d, scale=np.sqrt(2) * sigma)
+        spread = math.sqrt(2) * sigma
+        return _half_normal(sigma, scale) * math.exp(-0.5 * (d / spread) ** 2) / (spread * math.sqrt(2 * math.pi))
 
     breaks = [abs(d) / 4, abs(d), 4 * abs(d)] if d else None
-    return integrate.quad(integrand, 0, 20 * scale, points=breaks, limit=400)[0]
+    return integrate.quad(integrand, 1e-12, 20 * scale, points=breaks, limit=400)[0]
 
 
 def _mixture_cdf(x: float, scale: float = SCALE) -> float:
-    """The difference's prior CDF, by quadrature over sigma."""
+    """The difference's prior CDF, by quadrature over sigma: N(0, 2 sigma^2) has CDF erfc(-x / (2 sigma)) / 2."""
 
     def integrand(sigma: float) -> float:
-        return stats.halfnorm.pdf(sigma, scale=scale) * stats.norm.cdf(x, scale=np.sqrt(2) * sigma)
+        return _half_normal(sigma, scale) * 0.5 * math.erfc(-x / (2 * sigma))
 
-    return integrate.quad(integrand, 0, 20 * scale, limit=400)[0]
+    breaks = [abs(x) / 4, abs(x), 4 * abs(x)] if x else None
+    return integrate.quad(integrand, 1e-12, 20 * scale, points=breaks, limit=400)[0]
 
 
 @pytest.mark.parametrize("d", [0.05, 0.3, 1.0, 3.0, 8.0])
@@ -73,27 +82,27 @@ def test_the_draws_match_integration_on_a_grid(failed_0: int, failed_k: int) -> 
     prior = LevelPrior((1, 2), SCALE)
     post = sample_rate_posterior(cells, counts, theta, cov, precision, level_prior=prior)
     low, high = post.interval([((4, 1000), -0.4), ((0, 1000), 0.4)], 0.95)
-    # the reference: intercept, sum and difference on a grid (the sum's prior is the given SD's), the difference's
-    # prior as its mass per grid cell over the cell's width, from the mixture's CDF by quadrature (its density has
-    # a log spike at 0 that point values on a grid would overweight)
+    # the reference, on a grid: the two cells' linear predictors are c -+ d/2 with c = intercept + (u_0 + u_k)/2,
+    # which is flat as the intercept is, so the sum's prior integrates out and the posterior of (c, d) is the
+    # likelihood times the difference's prior. That prior enters as its mass per grid cell over the cell's width,
+    # from the mixture's CDF by quadrature (its density has a log spike at 0 that point values would overweight).
     d_axis = np.linspace(-12, 12, 241)
     edges = np.concatenate([d_axis - 0.05, [d_axis[-1] + 0.05]])
-    cell_mean = np.diff([_mixture_cdf(e) for e in edges]) / 0.1
-    a, s, d = np.meshgrid(np.linspace(-14, 6, 161), np.linspace(-16, 16, 129), d_axis, indexing="ij")
-    log_pd = np.broadcast_to(np.log(cell_mean), d.shape)
-    eta = np.stack([a + (s - d) / 2, a + (s + d) / 2], axis=-1)  # intercept + u_0, intercept + u_k
+    log_pd = np.log(np.diff([_mixture_cdf(e) for e in edges]) / 0.1)
+    c, d = np.meshgrid(np.linspace(-16, 8, 961), d_axis, indexing="ij")
+    eta = np.stack([c - d / 2, c + d / 2], axis=-1)  # intercept + u_0, intercept + u_k
     log_lik = (failed * -np.logaddexp(0, -eta) + (runs - failed) * -np.logaddexp(0, eta)).sum(-1)
-    log_sum = stats.norm.logpdf(s, scale=np.sqrt(2) * SCALE)
-    mass = np.exp(log_lik + log_sum + log_pd - (log_lik + log_sum + log_pd).max())
+    log_post = log_lik + log_pd[None, :]
+    mass = np.exp(log_post - log_post.max())
     value = 0.4 * special.expit(eta[..., 0]) - 0.4 * special.expit(eta[..., 1])
     order = np.argsort(value.ravel())
     cumulative = np.cumsum(mass.ravel()[order]) / mass.sum()
     expected = value.ravel()[order][np.searchsorted(cumulative, [0.025, 0.975])]
     assert (low, high) == pytest.approx(tuple(expected), abs=0.006)
-    # the evidence ratio against the Gaussian prior of both effects at the given SD
-    log_gauss = stats.norm.logpdf((s - d) / 2, scale=SCALE) + stats.norm.logpdf((s + d) / 2, scale=SCALE)
-    log_mix = log_sum + log_pd + np.log(2.0)  # the density of (u_0, u_k) is twice that of (s, d)
-    ratio = special.logsumexp(log_lik + log_mix) - special.logsumexp(log_lik + log_gauss)
+    # the evidence ratio against the Gaussian prior of both effects at the given SD, whose difference is
+    # N(0, 2 SD^2) with the sum integrated out in the same way
+    log_gauss = stats.norm.logpdf(d, scale=np.sqrt(2) * SCALE)
+    ratio = special.logsumexp(log_post) - special.logsumexp(log_lik + log_gauss)
     assert post.log_evidence_ratio == pytest.approx(ratio, abs=0.03)
 
 
