@@ -5,8 +5,8 @@ change of method does. On the same studies (study i draws rng=i in every run) th
 contrast, the studies whose interval stopped covering (``lost``) or started to (``gained``), and the mean SE and
 width of the second run over the first's.
 
-    python bench/paired_coverage.py bench/results/coverage_task_level_joint800_0_studies.parquet \\
-        bench/results/coverage_task_level_joint_grid005_0_studies.parquet
+    python bench/paired_coverage.py --first bench/results/coverage_task_level_joint800_0_studies.parquet \\
+        --second bench/results/coverage_task_level_joint_grid005_0_studies.parquet   # a run's chunks: several files
 """
 
 from __future__ import annotations
@@ -37,11 +37,16 @@ def paired(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("first", help="the first run's _studies.parquet (the baseline)")
-    parser.add_argument("second", help="the second run's _studies.parquet")
+    parser.add_argument("--first", nargs="+", required=True, help="the baseline's _studies.parquet (or its chunks)")
+    parser.add_argument("--second", nargs="+", required=True, help="the second run's _studies.parquet (or chunks)")
     args = parser.parse_args()
-    table = paired(pd.read_parquet(args.first), pd.read_parquet(args.second))
-    print(f"{args.second} against {args.first}, on the {table['studies'].max()} studies both hold")
+    first, second = (
+        pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) for paths in (args.first, args.second)
+    )
+    table = paired(first, second)
+    print(
+        f"{' + '.join(args.second)} against {' + '.join(args.first)}, on the {table['studies'].max()} studies both hold"
+    )
     print(table.round(3).to_string(index=False))
     print(
         f"all contrasts: coverage {table['cover_a'].mean():.4f} -> {table['cover_b'].mean():.4f}, "
