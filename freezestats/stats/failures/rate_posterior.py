@@ -70,6 +70,8 @@ MIN_ESS = 200.0
 _T_DF = 8  # the proposal's degrees of freedom: tails heavier than the normal's, still a usable covariance
 _DEFENSIVE = 0.25  # each later stage's share of draws from the first proposal (Hesterberg's defensive mixture)
 _INFLATE = 1.2  # the moved proposal's covariance, a little wider than the weighted draws'
+_STAGES = 3  # moves of the proposal after the first
+_SEED = 0  # the draws' fixed seed: an analysis gives the same interval every time
 
 
 @dataclass(frozen=True)
@@ -115,15 +117,14 @@ def sample_rate_posterior(
     prior_precision: np.ndarray,
     *,
     n_draws: int = 10_000,
-    stages: int = 3,
-    seed: int = 0,
     level_prior: LevelPrior | None = None,
 ) -> RatePosterior:
     """Importance-sample the coefficients' posterior (module docstring).
 
     ``rows`` and ``counts`` give each cell's linear-predictor row and its ``(failed, runs)``; ``theta`` and ``cov``
     are the Laplace mode and the inverse Hessian there; ``prior_precision`` is the diagonal of :math:`G^{-1}`
-    (0 for the intercept: flat). ``stages`` moves of the proposal follow the first. ``level_prior`` replaces the
+    (0 for the intercept: flat). :data:`_STAGES` moves of the proposal follow the first, and the draws come from
+    a fixed seed (:data:`_SEED`). ``level_prior`` replaces the
     Gaussian prior of the pair's two level effects by a scale mixture over their SD
     (:mod:`~freezestats.stats.failures.level_prior`); the proposal stays the Laplace fit's.
 
@@ -138,7 +139,7 @@ def sample_rate_posterior(
     design = np.array([rows[c] for c in cells], dtype=float)
     failed = np.array([counts[c][0] for c in cells], dtype=float)
     runs = np.array([counts[c][1] for c in cells], dtype=float)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_SEED)
     first = (np.asarray(theta, dtype=float), _cholesky(np.asarray(cov, dtype=float)))
     proposals = [(1.0, first)]
     gaussian = np.asarray(prior_precision, dtype=float).copy()
@@ -147,7 +148,7 @@ def sample_rate_posterior(
     # small matrices: a multithreaded BLAS only adds synchronisation. With the second core busy (another process)
     # a call took 0.36 s where one BLAS thread takes 0.017 s (3,000 draws, cProfile of one coverage study)
     with threadpool_limits(limits=1, user_api="blas"):
-        for stage in range(stages + 1):
+        for stage in range(_STAGES + 1):
             draws = _draw(proposals, n_draws, rng)
             log_q = special.logsumexp([np.log(share) + _log_t(draws, *p) for share, p in proposals], axis=0)
             eta = draws @ design.T
@@ -157,7 +158,7 @@ def sample_rate_posterior(
                 log_w = log_w + level_prior.log_density(draws)
             weights = np.exp(log_w - log_w.max())
             weights /= weights.sum()
-            if stage < stages:
+            if stage < _STAGES:
                 mean = weights @ draws
                 centred = draws - mean
                 moved = (centred * weights[:, None]).T @ centred * _INFLATE
