@@ -65,6 +65,7 @@ import multiprocessing
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -192,26 +193,50 @@ def null_study(index: int, failure_rates: str | None = None) -> list[dict]:
     return out
 
 
+class Experiment(NamedTuple):  # not a dataclass: tests load this script without a sys.modules entry
+    """Settings of the analysis an experiment changes in every process; None keeps the analysis's own: the level
+    x size SDs the joint draws integrate over (``sd_integration.SD_GRID``), whether they integrate the pair's level
+    SD out (``task_two_part.PAIR_LEVEL_SD_PRIOR``), the half-normal prior scale of the level x size SD
+    (``sd_integration.PRIOR_SCALE``), and whether the draws' rates are projected onto rates that do not rise with
+    size (``task_two_part.PAIR_SIZE_ORDER``)."""
+
+    sd_grid: tuple[float, ...] | None = None
+    level_sd_prior: bool | None = None
+    cell_prior_scale: float | None = None
+    size_order: bool | None = None
+
+    def apply(self) -> None:
+        """Set this process's analysis to these settings."""
+        if self.sd_grid is not None:
+            sd_integration.SD_GRID = tuple(self.sd_grid)
+        if self.level_sd_prior is not None:
+            task_two_part.PAIR_LEVEL_SD_PRIOR = self.level_sd_prior
+        if self.cell_prior_scale is not None:
+            sd_integration.PRIOR_SCALE = self.cell_prior_scale
+        if self.size_order is not None:
+            task_two_part.PAIR_SIZE_ORDER = self.size_order
+
+    def settings(self) -> dict:
+        """What the record says the run used (the analysis's own where not set)."""
+        pick = lambda mine, analysis: analysis if mine is None else mine  # noqa: E731
+        return {"sd_grid": None if self.sd_grid is None else list(self.sd_grid),
+                "level_sd_prior": pick(self.level_sd_prior, task_two_part.PAIR_LEVEL_SD_PRIOR),
+                "cell_prior_scale": pick(self.cell_prior_scale, sd_integration.PRIOR_SCALE),
+                "size_order": pick(self.size_order, task_two_part.PAIR_SIZE_ORDER)}  # fmt: skip
+
+
+#: no setting changed: the analysis as it ships
+ANALYSIS = Experiment()
+
+
 def configure(
-    alternative: RealisticTask,
-    null: RealisticTask,
-    failure_rates: str = DEFAULT_FAILURE_RATES,
-    sd_grid: tuple[float, ...] | None = None,
-    level_sd_prior: bool | None = None,
-    cell_prior_scale: float | None = None,
-) -> None:
-    """Set this process's two scenarios and failure-rate model (a pool's initializer), and, for an experiment, the
-    level x size SDs the joint draws integrate over (``sd_integration.SD_GRID``; None keeps the analysis's) and
-    whether they integrate the pair's level SD out (``task_two_part.PAIR_LEVEL_SD_PRIOR``; None: the analysis's),
-    and the half-normal prior scale of that level x size SD (``sd_integration.PRIOR_SCALE``; None: the analysis's)."""
+    alternative: RealisticTask, null: RealisticTask, failure_rates: str = DEFAULT_FAILURE_RATES,
+    experiment: Experiment = ANALYSIS,
+) -> None:  # fmt: skip
+    """Set this process's two scenarios, failure-rate model and experiment (a pool's initializer)."""
     _TASKS.update(alternative=alternative, null=null)
     _OPTIONS.update(failure_rates=failure_rates)
-    if sd_grid is not None:
-        sd_integration.SD_GRID = tuple(sd_grid)
-    if level_sd_prior is not None:
-        task_two_part.PAIR_LEVEL_SD_PRIOR = level_sd_prior
-    if cell_prior_scale is not None:
-        sd_integration.PRIOR_SCALE = cell_prior_scale
+    experiment.apply()
 
 
 def parse_sd_grid(text: str) -> tuple[float, ...]:
@@ -244,23 +269,19 @@ def run(
     collapse_scale: float = 1.0,
     failure_rates: str = DEFAULT_FAILURE_RATES,
     first: int = 0,
-    sd_grid: tuple[float, ...] | None = None,
-    level_sd_prior: bool | None = None,
-    cell_prior_scale: float | None = None,
+    experiment: Experiment = ANALYSIS,
 ) -> tuple[dict, pd.DataFrame]:
     """Studies ``first`` .. ``first + n_studies - 1`` of ``base`` (default :func:`blog_shaped`) with ``seeds``
     seeds a cell and its collapse rates times ``collapse_scale``, and as many of its null at the margin;
     ``processes`` > 1 runs them in a pool of that many. ``failure_rates`` is the task-level contrasts'
-    failure-rate model, ``sd_grid`` the joint draws' SD grid where not the analysis's (an experiment, recorded in
-    the settings), ``level_sd_prior`` whether the draws integrate the pair's level SD out (None: the analysis's
-    choice, recorded as such), ``cell_prior_scale`` the prior scale of the level x size SD (None: the analysis's).
+    failure-rate model, ``experiment`` the analysis's settings changed (:class:`Experiment`, recorded in the
+    settings).
     Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
     :func:`combine` merges with other chunks' into one record."""
     base = blog_shaped() if base is None else base
     collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
     base = replace(base, seeds=seeds, collapse=collapse)
-    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates, sd_grid,
-             level_sd_prior, cell_prior_scale)  # fmt: skip
+    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates, experiment)
     started = time.perf_counter()
     indices = range(first, first + n_studies)
     if processes > 1:
@@ -277,11 +298,7 @@ def run(
             errors[f"fit_mixed: {error}"] = errors.get(f"fit_mixed: {error}", 0) + 1
     settings = {"seeds": seeds, "margin": MARGIN, "processes": processes, "collapse_scale": collapse_scale,
                 "seed_shared_collapse": base.collapse_rho is not None, "failure_rates": failure_rates,
-                "sd_grid": None if sd_grid is None else list(sd_grid),
-                "level_sd_prior": task_two_part.PAIR_LEVEL_SD_PRIOR if level_sd_prior is None
-                else level_sd_prior,
-                "cell_prior_scale": sd_integration.PRIOR_SCALE if cell_prior_scale is None
-                else cell_prior_scale}  # fmt: skip
+                **experiment.settings()}  # fmt: skip
     record = saved.record(alt, null, started, errors, settings, studies=[first, first + n_studies])
     return record, pd.concat([alt, null], ignore_index=True)
 
@@ -303,6 +320,8 @@ def main() -> None:
     parser.add_argument("--level-sd-prior", choices=("yes", "no"), help=prior)
     cell = "an experiment: the half-normal prior scale of the level x size SD (sd_integration.PRIOR_SCALE)"
     parser.add_argument("--cell-prior-scale", type=parse_scale, help=cell)
+    order = "the joint draws' rates projected onto rates not rising with size (yes) or not; default the analysis's"
+    parser.add_argument("--size-order", choices=("yes", "no"), help=order)
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
@@ -316,10 +335,10 @@ def main() -> None:
         if args.combine:
             records = [json.loads(Path(path).read_text()) for path in args.combine]
             return combine(records, [pd.read_parquet(studies_path(path)) for path in args.combine])
-        level_sd_prior = None if args.level_sd_prior is None else args.level_sd_prior == "yes"
+        yes = lambda answer: None if answer is None else answer == "yes"  # noqa: E731
+        experiment = Experiment(args.sd_grid, yes(args.level_sd_prior), args.cell_prior_scale, yes(args.size_order))
         record, studies = run(args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse,
-                              failure_rates=args.failure_rates, first=args.first, sd_grid=args.sd_grid,
-                              level_sd_prior=level_sd_prior, cell_prior_scale=args.cell_prior_scale)  # fmt: skip
+                              failure_rates=args.failure_rates, first=args.first, experiment=experiment)  # fmt: skip
         studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)
         studies.to_parquet(studies_path(args.output), index=False)
         return record

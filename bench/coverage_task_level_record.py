@@ -46,9 +46,10 @@ SETTINGS = (
     "sd_grid",
     "level_sd_prior",
     "cell_prior_scale",
+    "size_order",
 )
 #: what a record that lacks a setting ran with (older records predate these options)
-SETTING_DEFAULTS = {"level_sd_prior": False, "cell_prior_scale": 1.0}
+SETTING_DEFAULTS = {"level_sd_prior": False, "cell_prior_scale": 1.0, "size_order": False}
 
 
 def _setting(record: dict, name: str) -> object:
@@ -113,6 +114,7 @@ def report(result: dict, baseline: dict | None = None) -> str:
         f"failure rates {result.get('failure_rates', 'pooled')}"
         f"{', SD grid ' + str(result['sd_grid']) if result.get('sd_grid') else ''}"
         f"{', level SD integrated out' if result.get('level_sd_prior') else ''}"
+        f"{', rates ordered in size' if result.get('size_order') else ''}"
         f"{', cell SD prior scale ' + str(cell_scale) if cell_scale != 1.0 else ''}"
         f", {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",

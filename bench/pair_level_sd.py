@@ -39,23 +39,30 @@ _spec = importlib.util.spec_from_file_location(
 ctl = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(ctl)  # type: ignore[union-attr]
 
-#: (label, the given SD, whether the draws integrate it out under a half-normal prior of that scale)
-VARIANTS = (("2.5", 2.5, False), ("1.0", 1.0, False), ("0.5", 0.5, False), ("hn(2.5)", 2.5, True))
+#: (label, the given SD, whether the draws integrate it out under a half-normal prior of that scale, whether they
+#: keep only rates that do not rise with size: :mod:`freezestats.stats.failures.size_order`)
+VARIANTS = (
+    ("2.5", 2.5, False, False),
+    ("1.0", 1.0, False, False),
+    ("0.5", 0.5, False, False),
+    ("hn(2.5)", 2.5, True, False),
+    ("hn(2.5)+order", 2.5, True, True),
+)
 
 
 def widths(n_studies: int, depths: tuple[int, ...] = (-1, 1)) -> pd.DataFrame:
     """One row per (study, level SD, shallow contrast): its width, whether it covers, whether a run collapsed."""
     task = realistic_task(blog_shaped())
     rows = []
-    default = task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR
+    default = task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR, task_two_part.PAIR_SIZE_ORDER
     try:
         for i in range(n_studies):
             study = simulate_realistic(task, rng=i)
             runs = ctl._flagged(study.results)
             pairs = runs[runs["frozen_layers"].isin([*depths, 0])]
             collapsed = ctl._collapsed(pairs)
-            for label, sd, prior in VARIANTS:
-                task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR = sd, prior
+            for label, *setting in VARIANTS:
+                task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR, task_two_part.PAIR_SIZE_ORDER = setting
                 table = task_level_contrasts(pairs, study.items, response="heldout", metric="accuracy",
                                              failure_rates="pooled_joint")  # fmt: skip
                 for r in table.itertuples():
@@ -64,7 +71,7 @@ def widths(n_studies: int, depths: tuple[int, ...] = (-1, 1)) -> pd.DataFrame:
                                  "collapse": collapsed[key], "width": r.ci_high - r.ci_low,
                                  "covers": r.ci_low <= study.truth_task[key] <= r.ci_high})  # fmt: skip
     finally:
-        task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR = default
+        task_two_part.PAIR_LEVEL_SD, task_two_part.PAIR_LEVEL_SD_PRIOR, task_two_part.PAIR_SIZE_ORDER = default
     return pd.DataFrame(rows)
 
 

@@ -245,11 +245,12 @@ def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly
         bench.combine([first, {**second, "failure_rates": "slope"}], [first_rows, second_rows])
     with pytest.raises(SystemExit, match="sd_grid"):  # an experiment's grid is not the analysis's
         bench.combine([first, {**second, "sd_grid": [0.1, 0.25]}], [first_rows, second_rows])
-    with pytest.raises(SystemExit, match="level_sd_prior"):
-        bench.combine([first, {**second, "level_sd_prior": not first["level_sd_prior"]}], [first_rows, second_rows])
+    for option in ("level_sd_prior", "size_order"):
+        with pytest.raises(SystemExit, match=option):
+            bench.combine([first, {**second, option: not first[option]}], [first_rows, second_rows])
     # a record from before an option merges as that option's default
-    older = {k: v for k, v in first.items() if k not in ("level_sd_prior", "cell_prior_scale")}
-    if not first["level_sd_prior"] and first["cell_prior_scale"] == 1.0:
+    older = {k: v for k, v in first.items() if k not in ("level_sd_prior", "cell_prior_scale", "size_order")}
+    if not first["level_sd_prior"] and first["cell_prior_scale"] == 1.0 and not first["size_order"]:
         assert bench.combine([older, second], [first_rows, second_rows])["n_studies"] == 8
 
 
@@ -262,9 +263,9 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     analysis_grid = sd_integration.SD_GRID
     monkeypatch.setattr(sd_integration, "SD_GRID", analysis_grid)  # undone after the test
     task = small_task()
-    bench.configure(task, task, "pooled_joint", None)
+    bench.configure(task, task, "pooled_joint", bench.Experiment())
     assert analysis_grid == sd_integration.SD_GRID  # None keeps the analysis's grid
-    bench.configure(task, task, "pooled_joint", bench.parse_sd_grid("0.1,0.25,0.5"))
+    bench.configure(task, task, "pooled_joint", bench.Experiment(sd_grid=bench.parse_sd_grid("0.1,0.25,0.5")))
     assert sd_integration.SD_GRID == (0.1, 0.25, 0.5)  # what integrate_over_sd reads at each call
     for bad in ("0.5,0.1", "0,0.5", "a,b", "0.1,0.1"):
         with pytest.raises(SystemExit, match="--sd-grid"):
@@ -273,9 +274,13 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
 
     monkeypatch.setattr(task_two_part, "PAIR_LEVEL_SD_PRIOR", task_two_part.PAIR_LEVEL_SD_PRIOR)
     monkeypatch.setattr(sd_integration, "PRIOR_SCALE", sd_integration.PRIOR_SCALE)
-    analysis_prior = task_two_part.PAIR_LEVEL_SD_PRIOR
-    bench.configure(task, task, "pooled_joint", None, not analysis_prior, 0.5)
+    monkeypatch.setattr(task_two_part, "PAIR_SIZE_ORDER", task_two_part.PAIR_SIZE_ORDER)
+    analysis_prior, analysis_order = task_two_part.PAIR_LEVEL_SD_PRIOR, task_two_part.PAIR_SIZE_ORDER
+    experiment = bench.Experiment(None, not analysis_prior, 0.5, not analysis_order)
+    bench.configure(task, task, "pooled_joint", experiment)
     assert sd_integration.PRIOR_SCALE == 0.5 and task_two_part.PAIR_LEVEL_SD_PRIOR is (not analysis_prior)
+    assert task_two_part.PAIR_SIZE_ORDER is (not analysis_order)
+    assert experiment.settings()["size_order"] is (not analysis_order)  # what the record says it ran with
     for bad in ("0", "-1", "x"):
         with pytest.raises(SystemExit, match="--cell-prior-scale"):
             bench.parse_scale(bad)

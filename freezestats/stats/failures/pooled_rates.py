@@ -50,7 +50,7 @@ left out of ``Z``. With no failed run P is 0 everywhere, with only failed runs 1
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,7 @@ from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.level_prior import LevelPrior
 from freezestats.stats.failures.rate_posterior import MIN_ESS, RatePosterior, sample_rate_posterior
 from freezestats.stats.failures.sd_integration import RateMixture, integrate_over_sd
+from freezestats.stats.failures.size_order import SizeOrder
 from freezestats.stats.models.laplace import fit_binomial_laplace
 from freezestats.stats.models.laplace_layout import RandomTerm
 
@@ -92,6 +93,7 @@ def pooled_failure_fit(
     *,
     posterior: str | None = "integrated",
     level_sd_prior: bool = False,
+    size_order: bool = False,
 ) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None], RatePosterior | RateMixture | None]:
     """:func:`pooled_failure_probabilities`, plus the coefficients' posterior draws, which the task-level
     contrast's failure part reads its interval from: ``posterior="fitted"`` given the fitted SDs
@@ -101,7 +103,8 @@ def pooled_failure_fit(
 
     ``level_sd_prior``: the draws integrate the two levels' SD out under a half-normal prior of scale ``level_sd``
     (:mod:`~freezestats.stats.failures.level_prior`) instead of taking it as given; the fit and P stay at
-    ``level_sd``."""
+    ``level_sd``. ``size_order``: the draws' rates are projected onto rates that do not rise with the train size
+    within a level (:mod:`~freezestats.stats.failures.size_order`)."""
     if posterior not in (None, "fitted", "integrated"):
         raise ModelFitError(f"`posterior` must be None, 'fitted' or 'integrated', but got {posterior!r}.")
     levels = runs["frozen_layers"].to_numpy()
@@ -141,8 +144,9 @@ def pooled_failure_fit(
         prior = None
         if level_sd_prior and level_sd is not None and at.level_columns is not None:
             prior = LevelPrior(at.level_columns, level_sd)
-        return sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
-                                     level_prior=prior)  # fmt: skip
+        posterior = sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
+                                          level_prior=prior)  # fmt: skip
+        return replace(posterior, order=SizeOrder.of(counts)) if size_order else posterior
 
     def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:  # an sd_integration.FitAt
         try:

@@ -61,6 +61,7 @@ from scipy import special, stats
 from threadpoolctl import threadpool_limits
 
 from freezestats.stats.failures.level_prior import LevelPrior
+from freezestats.stats.failures.size_order import SizeOrder
 
 __all__ = ["MIN_ESS", "RatePosterior", "sample_rate_posterior", "weighted_interval"]
 
@@ -86,12 +87,19 @@ class RatePosterior:
     #: :class:`~freezestats.stats.failures.level_prior.LevelPrior` replaced part of it (how a mixture over fits
     #: reweighs its parts, :mod:`~freezestats.stats.failures.sd_integration`)
     log_evidence_ratio: float = 0.0
+    #: the rates projected, draw by draw, onto rates that do not rise with size (:mod:`~freezestats.stats.failures.
+    #: size_order`); None: as drawn
+    order: SizeOrder | None = None
 
     def values(self, terms: Sequence[tuple[Cell, float]]) -> np.ndarray:
         """:math:`\\sum_j w_j\\,P(\\text{fail})_{c_j}` at every draw, for ``terms`` = ``[(cell, w_j), ...]``."""
+        asked = [cell for cell, _ in terms]
+        rates = {cell: special.expit(self.draws @ self.rows[cell]) for cell in (self.rows if self.order else asked)}
+        if self.order is not None:
+            rates = self.order.project(rates)
         value = np.zeros(len(self.weights))
         for cell, weight in terms:
-            value += weight * special.expit(self.draws @ self.rows[cell])
+            value += weight * rates[cell]
         return value
 
     def interval(self, terms: Sequence[tuple[Cell, float]], confidence: float) -> tuple[float, float]:

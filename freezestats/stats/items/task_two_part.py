@@ -99,6 +99,9 @@ PAIR_LEVEL_SD = 2.5
 #: Whether the joint draws integrate that SD out under a half-normal prior of its scale
 #: (:mod:`~freezestats.stats.failures.level_prior`) instead of taking it as given.
 PAIR_LEVEL_SD_PRIOR = False
+#: Whether the joint draws keep only failure rates that do not rise with the train size within a depth
+#: (:mod:`~freezestats.stats.failures.size_order`).
+PAIR_SIZE_ORDER = False
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
         raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
     draws = "integrated" if failure_rates == "pooled_joint" else None
     p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=draws,
-                                            level_sd_prior=PAIR_LEVEL_SD_PRIOR)  # fmt: skip
+                                            level_sd_prior=PAIR_LEVEL_SD_PRIOR, size_order=PAIR_SIZE_ORDER)  # fmt: skip
     return p, rows, None, posterior
 
 
