@@ -144,9 +144,9 @@ def pooled_failure_fit(
         prior = None
         if level_sd_prior and level_sd is not None and at.level_columns is not None:
             prior = LevelPrior(at.level_columns, level_sd)
-        posterior = sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
-                                          level_prior=prior)  # fmt: skip
-        return replace(posterior, order=SizeOrder.of(counts)) if size_order else posterior
+        drawn = sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
+                                      level_prior=prior)  # fmt: skip
+        return replace(drawn, order=SizeOrder.of(counts)) if size_order else drawn
 
     def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:  # an sd_integration.FitAt
         try:
