@@ -25,7 +25,9 @@ For every (train size, depth) it prints the two-sided 95% per-comparison coverag
 * ``delta``: the same contrast with a symmetric interval, estimate +- t(df) se (the delta-method SE alone, where
   ``task``'s two-part interval takes each side's longer of it and the Wilson-MOVER failure part); ``se/sd`` and
   ``width/sd``: the mean SE, and the mean width over 2 x 1.96, against the estimate's SD over the studies (1 where
-  an interval is as wide as a normal estimate needs);
+  an interval is as wide as a normal estimate needs); ``miss<`` and ``miss>``: the share of studies whose ``task``
+  interval missed the truth on its lower side (the side a non-inferiority test reads) and on its upper side, 2.5%
+  each for a 95% interval sized and placed right;
 * ``seed>task`` and ``seed>items``: the seed-only paired t interval (``population="evaluation_set"``) for the
   task's truth and for the truth on the study's drawn score items (what it speaks of);
 * ``model>task`` and ``model>items``: the old answer, ``fit_mixed(results, "heldout")`` with

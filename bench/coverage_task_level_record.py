@@ -25,7 +25,7 @@ _spec.loader.exec_module(coverage)  # type: ignore[union-attr]
 COVERAGES = ("task", "task_delta", "seed_task", "seed_items", "model_task", "model_items")
 LABELS = {"task": "task", "task_delta": "delta", "seed_task": "seed>task", "seed_items": "seed>items",
           "model_task": "model>task", "model_items": "model>items", "two_part": "two-part", "se_sd": "se/sd",
-          "width_sd": "width/sd"}  # fmt: skip
+          "width_sd": "width/sd", "miss_lower": "miss<", "miss_upper": "miss>"}  # fmt: skip
 
 
 def record(alt: pd.DataFrame, null: pd.DataFrame, started: float, errors: dict, settings: dict, **extra) -> dict:
@@ -93,6 +93,13 @@ def summarise(alt: pd.DataFrame, null: pd.DataFrame) -> list[dict]:
         spread = cell["error"].std()
         out["se_sd"] = cell["se"].mean() / spread
         out["width_sd"] = cell["width"].mean() / (2 * stats.norm.ppf(0.975) * spread)
+        # Which side missed: an interval that misses with its estimate above the truth missed on its lower side,
+        # the side a non-inferiority test reads. Each side of a 95% interval should miss 2.5%; a cell that covers
+        # too often on both sides is too wide, one that misses on one side only is shifted.
+        missed = ~alt["task"].astype(bool)
+        keys = [alt["train_size"], alt["frozen_layers"]]
+        out["miss_lower"] = (missed & (alt["error"] > 0)).groupby(keys).mean()
+        out["miss_upper"] = (missed & (alt["error"] < 0)).groupby(keys).mean()
     split = alt.groupby(["train_size", "frozen_layers", "collapse"])["task"].mean().unstack()
     out["task_collapse"] = split.get(True)
     out["task_none"] = split.get(False)
@@ -125,7 +132,7 @@ def report(result: dict, baseline: dict | None = None) -> str:
         " share of studies at the margin showing it non-inferior (null|none: of those without a collapsed run)",
     ]
     names = [*COVERAGES, "task_collapse", "task_none", "collapse", "two_part", "power", "null", "null_none"]
-    names += [c for c in ("se_sd", "width_sd") if c in rows]
+    names += [c for c in ("se_sd", "width_sd", "miss_lower", "miss_upper") if c in rows]
     if baseline is not None:
         lines.append(
             f"base, base_pow: the task-level coverage and power of {baseline['n_studies']} studies with failure rates "

@@ -232,6 +232,7 @@ def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly
     assert len(rows) == 4 and (rows["n"] == 8).all() and result["n_studies"] == 8
     for name in bench.COVERAGES:
         assert rows[name].between(0, 1).all()
+    np.testing.assert_allclose(rows["miss_lower"] + rows["miss_upper"], 1 - rows["task"])  # a miss has a side
     halves = [pd.DataFrame(r["rows"]).set_index(["train_size", "frozen_layers"]) for r in (first, second)]
     for name in ("task", "power", "null"):  # counts add: the merged share is the chunks' mean
         pd.testing.assert_series_equal(rows[name], (halves[0][name] + halves[1][name]) / 2, check_names=False)
@@ -252,6 +253,20 @@ def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly
     older = {k: v for k, v in first.items() if k not in ("level_sd_prior", "cell_prior_scale", "size_order")}
     if not first["level_sd_prior"] and first["cell_prior_scale"] == 1.0 and not first["size_order"]:
         assert bench.combine([older, second], [first_rows, second_rows])["n_studies"] == 8
+
+
+def test_the_bench_says_which_side_of_the_interval_missed() -> None:
+    """A miss with the estimate above the truth is the lower side's (the side a non-inferiority test reads)."""
+    summarise = load_script(BENCH.with_name("coverage_task_level_record.py")).summarise
+    alt = pd.DataFrame({"train_size": 100, "frozen_layers": [1] * 8 + [2] * 4, "study": range(12),
+                        "truth_task": 0.0, "collapse": False, "two_part": True, "noninferior": False,
+                        "task": [True] * 5 + [False] * 3 + [True, True, False, True],
+                        "error": [0.01] * 5 + [0.05, 0.04, -0.06] + [0.0, 0.0, -0.03, 0.0],
+                        "se": 0.01, "width": 0.04})  # fmt: skip
+    null = alt.assign(study=range(100, 112))
+    rows = pd.DataFrame(summarise(alt, null)).set_index("frozen_layers")
+    assert rows.loc[1, "miss_lower"] == 2 / 8 and rows.loc[1, "miss_upper"] == 1 / 8
+    assert rows.loc[2, "miss_lower"] == 0 and rows.loc[2, "miss_upper"] == 1 / 4
 
 
 def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_bad_one(
