@@ -125,7 +125,11 @@ def test_a_depth_whose_runs_all_failed_enters_whole_against_the_healthy_referenc
     at = runs[(runs["train_size"] == size) & runs["frozen_layers"].isin([0, 6])]  # the pair's runs only
     k, ref = (at[at["frozen_layers"] == d].set_index("seed") for d in (6, 0))
     healthy_ref = ref.index[~ref["failed"]]
-    p = _rates(runs, 6)
+    # the reference's rate comes from the pair's runs without the depth's at this size: its flags there say that
+    # it entered whole, not that runs collapsed, and left in they raise the reference's rate through the size
+    p = _rates(runs[~here], 6)
+    assert row["p_fail_reference"] == pytest.approx(p[(0, size)], rel=1e-9)
+    assert abs(_rates(runs, 6)[(0, size)] - p[(0, size)]) > 1e-5  # the flags moved it (little in this study)
     b_0 = ref.loc[ref["failed"], "heldout"].mean() if ref["failed"].any() else at.loc[at["failed"], "heldout"].mean()
     gap = ref.loc[healthy_ref, "heldout"].mean() - b_0
     # all the depth's runs, not only those whose reference partner is healthy (a selection of good seeds)

@@ -20,7 +20,8 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.stats.inference.task_family import task_noninferiority
-from freezestats.stats.items.task_level import _item_differences, _pairs, crossed_contrast
+from freezestats.stats.items.run_pairs import pairs_at_size
+from freezestats.stats.items.task_level import _item_differences, crossed_contrast
 from freezestats.stats.items.uncertainty import run_pseudo_values
 from freezestats.stats.simulation.realistic import blog_shaped, null_at_margin, realistic_task, simulate_realistic
 
@@ -46,7 +47,7 @@ def two_part(runs: pd.DataFrame, items: pd.DataFrame, ref: int = 0) -> pd.DataFr
         means = healthy.groupby("frozen_layers")["heldout"].mean()
         for k in sorted(set(at["frozen_layers"]) - {ref}):
             row = {"train_size": n, "frozen_layers": k, "estimate": np.nan, "se": np.nan, "df": np.nan}
-            pairs = _pairs(healthy, k, ref, "heldout")
+            pairs = pairs_at_size(healthy, k, ref, "heldout")
             if len(pairs) >= 2 and k in means and ref in means:
                 out = crossed_contrast(_item_differences(pairs, phi, n, k), per_seed=pairs["difference"].to_numpy())
                 gap_k, gap_0 = means[k] - fail_score, means[ref] - fail_score

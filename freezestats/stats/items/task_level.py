@@ -43,6 +43,7 @@ from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.items.partial_pairs import partially_paired_contrast, seed_item_summary
+from freezestats.stats.items.run_pairs import WHOLE, contrast_method, pairs_at_size, unit_differences, unit_of
 from freezestats.stats.items.task_two_part import (
     DEFAULT_FAILURE_RATES,
     FailureParts,
@@ -50,7 +51,7 @@ from freezestats.stats.items.task_two_part import (
     failure_parts,
     with_failure_part,
 )
-from freezestats.stats.items.uncertainty import PAIR_KEYS, item_variance, run_pseudo_values
+from freezestats.stats.items.uncertainty import item_variance, run_pseudo_values
 
 __all__ = ["POPULATIONS", "TASK_CONTRAST_COLUMNS", "crossed_contrast", "task_level_contrasts"]
 
@@ -89,11 +90,6 @@ TASK_CONTRAST_COLUMNS = [
     "population",
     "method",
 ]
-
-#: How a contrast was estimated, in ``method``: no run of the task failed; the healthy runs plus the failure
-#: part (:mod:`freezestats.stats.items.task_two_part`); the depth's runs whole against the healthy reference
-#: runs, plus the reference's failure part; or, with fewer than two healthy reference runs, all the pairs.
-METHODS = ("paired", "two-part", "two-part, depth whole", "all runs")
 
 
 def crossed_contrast(differences: np.ndarray, per_seed: np.ndarray | None = None) -> dict[str, float]:
@@ -186,8 +182,8 @@ def task_level_contrasts(
     rows = []
     for size, at_size in runs.groupby("train_size", sort=True):
         for depth in sorted(set(at_size["frozen_layers"].astype(int)) - {int(reference)}):
-            pairs = _pairs(at_size, depth, reference, response)
-            if len(_units(pairs)) < 2:
+            pairs = pairs_at_size(at_size, depth, reference, response)
+            if len(unit_differences(pairs)) < 2:
                 continue
             out = _contrast(pairs, phi, (int(size), depth, int(reference)), parts(depth), population, confidence)
             lower = stats.t.ppf(0.5 + confidence / 2, out["df_lower"]) * out["se_lower"]
@@ -226,10 +222,26 @@ class _FailureModels:
         if depth not in self._fitted:
             own = self._runs[self._runs["frozen_layers"].astype(int).isin([depth, self._reference])]
             try:
-                self._fitted[depth] = failure_parts(own, self._response, self._rates)
+                self._fitted[depth] = failure_parts(own, self._response, self._rates, self._left_out(own, depth))
             except ModelFitError:  # a failure pattern the GLMM cannot fit: the contrast from all its pairs
                 self._fitted[depth] = None
         return self._fitted[depth]
+
+    def _left_out(self, own: pd.DataFrame, depth: int) -> np.ndarray:
+        """The depth's runs at the sizes where it enters whole, which the pair's failure rates leave out.
+
+        Why: there the depth's flags say that it does not beat the majority class, not that some of its runs
+        collapsed (a deep freeze at 100-500 examples scores at the majority rate with most runs flagged), and the
+        contrast uses no failure rate of the depth. Left in, they raise the pair's shared size effect and with it
+        the reference's failure rate at that size, which makes the reference look worse: on the realistic
+        simulator that put depth 6's estimate +0.8 and +0.6 points above its truth at 200 and 500 examples, and
+        depths 4-6's +0.2 to +0.6 at 100, and their intervals missed on the lower side 4-7% of the time."""
+        whole = [
+            size
+            for size, at in own.groupby("train_size")
+            if contrast_method(pairs_at_size(at, depth, self._reference, self._response), True) == WHOLE
+        ]
+        return ((own["frozen_layers"].astype(int) == depth) & own["train_size"].isin(whole)).to_numpy()
 
 
 def _contrast(
@@ -248,16 +260,12 @@ def _contrast(
     biases the contrast when the flag follows the seed's skill."""
     size, depth, _ = cell
     every = pd.Series(True, index=pairs.index)
-    method, keep, keep_ref = "paired", every, every
-    if parts is not None:
-        method = "all runs"
-        if _n_units(pairs, ~pairs["failed"]) >= 2 and _n_units(pairs, ~pairs["failed_ref"]) >= 2:
-            method, keep, keep_ref = "two-part", ~pairs["failed"], ~pairs["failed_ref"]
-        elif _n_units(pairs, ~pairs["failed_ref"]) >= 2:
-            method, keep_ref = "two-part, depth whole", ~pairs["failed_ref"]
+    method = contrast_method(pairs, parts is not None)
+    keep = ~pairs["failed"] if method == "two-part" else every
+    keep_ref = ~pairs["failed_ref"] if method.startswith("two-part") else every
     if keep.equals(keep_ref):
         use = pairs[keep]
-        units = _units(use).to_numpy()
+        units = unit_differences(use).to_numpy()
         if population == "task":
             out = crossed_contrast(_item_differences(use, phi, size, depth), per_seed=units)
         else:
@@ -267,7 +275,7 @@ def _contrast(
         out = _partial_contrast(pairs, keep.to_numpy(), keep_ref.to_numpy(), phi if population == "task" else None,
                                 (size, depth))  # fmt: skip
     if method != "all runs" and parts is not None:
-        whole = method == "two-part, depth whole"
+        whole = method == WHOLE
         return {**with_failure_part(out, parts, cell, confidence, whole_depth=whole), "method": method}
     return {**out, "se_lower": out["se"], "df_lower": out["df"], "se_upper": out["se"], "df_upper": out["df"],
             "lower_tail": None, "p_fail": 0.0, "p_fail_reference": 0.0, "failure_sides": "none",
@@ -284,7 +292,7 @@ def _partial_contrast(
     """The depth's kept runs against the reference's kept runs, each cell's own, paired where a unit keeps both
     (:func:`~freezestats.stats.items.partial_pairs.partially_paired_contrast`). The unit is the seed, or the
     subset draw with several draws (its runs' mean). ``where`` is (size, depth), for messages."""
-    unit = _unit_of(pairs)
+    unit = unit_of(pairs)
     sides = [(unit[keep], pairs.loc[keep, "trial"], pairs.loc[keep, "value"]),
              (unit[keep_ref], pairs.loc[keep_ref, "trial_ref"], pairs.loc[keep_ref, "value_ref"])]  # fmt: skip
     grouped = [
@@ -310,51 +318,6 @@ def _unit_items(
     return tuple(
         np.vstack([np.mean([phi[t].loc[common].to_numpy() for t in runs], axis=0) for runs in side]) for side in tables
     )
-
-
-def _unit_of(pairs: pd.DataFrame) -> np.ndarray:
-    """Each pair's independent unit: its seed (one row each) or, when the pairs span several subset draws, its draw
-    (seeds of one draw share its subset)."""
-    return pairs["draw"].to_numpy() if pairs["draw"].nunique() > 1 else np.arange(len(pairs))
-
-
-def _n_units(pairs: pd.DataFrame, kept: pd.Series) -> int:
-    """How many of the contrast's units keep a run."""
-    return len(np.unique(_unit_of(pairs)[kept.to_numpy()]))
-
-
-def _units(pairs: pd.DataFrame) -> pd.Series:
-    """The contrast's per-unit differences (a draw's seeds averaged)."""
-    return (pairs["value"] - pairs["value_ref"]).groupby(_unit_of(pairs)).mean()
-
-
-def _pairs(at_size: pd.DataFrame, depth: int, reference: int, response: str) -> pd.DataFrame:
-    """The runs of ``depth`` and of the reference at one size, one row per shared pairing key, with both runs'
-    ``response`` and the subset draw they share."""
-    keys = [k for k in PAIR_KEYS if k in at_size.columns]
-    level = at_size[at_size["frozen_layers"] == depth].drop_duplicates(keys).set_index(keys)
-    ref = at_size[at_size["frozen_layers"] == reference].drop_duplicates(keys).set_index(keys)
-    common = level.index.intersection(ref.index)
-    level, ref = level.loc[common], ref.loc[common]
-    draws = level.reset_index()["subset_draw"].to_numpy() if "subset_draw" in keys else np.zeros(len(common))
-    return pd.DataFrame(
-        {
-            "trial": level["trial"].astype(int).to_numpy(),
-            "trial_ref": ref["trial"].astype(int).to_numpy(),
-            "draw": draws,
-            "value": level[response].astype(float).to_numpy(),
-            "value_ref": ref[response].astype(float).to_numpy(),
-            "failed": _flags(level),
-            "failed_ref": _flags(ref),
-        }
-    )
-
-
-def _flags(cell: pd.DataFrame) -> np.ndarray:
-    """The runs' failure flags (all False where the table has none)."""
-    if "failed" not in cell.columns:
-        return np.zeros(len(cell), dtype=bool)
-    return cell["failed"].fillna(False).astype(bool).to_numpy()
 
 
 def _item_differences(pairs: pd.DataFrame, phi: dict[int, pd.Series], size: object, depth: int) -> np.ndarray:

@@ -133,22 +133,28 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
 
 
 def failure_parts(
-    runs: pd.DataFrame, response: str, failure_rates: FailureRates = DEFAULT_FAILURE_RATES
+    runs: pd.DataFrame,
+    response: str,
+    failure_rates: FailureRates = DEFAULT_FAILURE_RATES,
+    left_out: np.ndarray | None = None,
 ) -> FailureParts | None:
-    """The failure model of one task's runs (boolean ``failed`` column), or None when no run failed: then every
-    P is 0 and the contrasts need no failure part.
+    """The failure model of one task's runs (boolean ``failed`` column), or None when no run failed (of those the
+    rates are fitted on): then every P is 0 and the contrasts need no failure part.
 
     ``runs`` are the depth's and the reference's runs at every size (module docstring); ``failure_rates`` picks the
-    model of their failure rates (:data:`FAILURE_RATES`). Where it cannot be fitted (a
+    model of their failure rates (:data:`FAILURE_RATES`); ``left_out`` marks runs that the rates are not fitted on
+    (the depth's at sizes where it enters whole: ``task_level._FailureModels._left_out`` says why), though their
+    cells keep their failed and healthy means. Where it cannot be fitted (a
     degenerate failure pattern) this raises :class:`ModelFitError`, and the caller falls back to the contrasts of
     all runs.
     """
     if "failed" not in runs.columns:
         return None
     failed = runs["failed"].fillna(False).astype(bool).to_numpy()
-    if not failed.any():
+    fitted = np.ones(len(runs), dtype=bool) if left_out is None else ~np.asarray(left_out, dtype=bool)
+    if not failed[fitted].any():
         return None
-    p, p_rows, bounds, posterior = _rates(runs, failed, failure_rates)
+    p, p_rows, bounds, posterior = _rates(runs[fitted], failed[fitted], failure_rates)
     sides = {"slope": "slope", "pooled": "Wilson-MOVER"}.get(failure_rates) or (
         "joint draws" if posterior is not None else "Wilson-MOVER (joint draws failed)"
     )
