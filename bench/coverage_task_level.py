@@ -199,13 +199,15 @@ class Experiment(NamedTuple):  # not a dataclass: tests load this script without
     """Settings of the analysis an experiment changes in every process; None keeps the analysis's own: the level
     x size SDs the joint draws integrate over (``sd_integration.SD_GRID``), whether they integrate the pair's level
     SD out (``task_two_part.PAIR_LEVEL_SD_PRIOR``), the half-normal prior scale of the level x size SD
-    (``sd_integration.PRIOR_SCALE``), and whether the draws' rates are projected onto rates that do not rise with
-    size (``task_two_part.PAIR_SIZE_ORDER``)."""
+    (``sd_integration.PRIOR_SCALE``), whether the draws' rates are projected onto rates that do not rise with
+    size (``task_two_part.PAIR_SIZE_ORDER``), and whether the pair's rates leave out the depth's runs where it
+    enters whole (``task_two_part.PAIR_WHOLE_OUT``)."""
 
     sd_grid: tuple[float, ...] | None = None
     level_sd_prior: bool | None = None
     cell_prior_scale: float | None = None
     size_order: bool | None = None
+    whole_out: bool | None = None
 
     def apply(self) -> None:
         """Set this process's analysis to these settings."""
@@ -217,6 +219,8 @@ class Experiment(NamedTuple):  # not a dataclass: tests load this script without
             sd_integration.PRIOR_SCALE = self.cell_prior_scale
         if self.size_order is not None:
             task_two_part.PAIR_SIZE_ORDER = self.size_order
+        if self.whole_out is not None:
+            task_two_part.PAIR_WHOLE_OUT = self.whole_out
 
     def settings(self) -> dict:
         """What the record says the run used (the analysis's own where not set)."""
@@ -224,7 +228,8 @@ class Experiment(NamedTuple):  # not a dataclass: tests load this script without
         return {"sd_grid": None if self.sd_grid is None else list(self.sd_grid),
                 "level_sd_prior": pick(self.level_sd_prior, task_two_part.PAIR_LEVEL_SD_PRIOR),
                 "cell_prior_scale": pick(self.cell_prior_scale, sd_integration.PRIOR_SCALE),
-                "size_order": pick(self.size_order, task_two_part.PAIR_SIZE_ORDER)}  # fmt: skip
+                "size_order": pick(self.size_order, task_two_part.PAIR_SIZE_ORDER),
+                "whole_out": pick(self.whole_out, task_two_part.PAIR_WHOLE_OUT)}  # fmt: skip
 
 
 #: no setting changed: the analysis as it ships
@@ -324,6 +329,8 @@ def main() -> None:
     parser.add_argument("--cell-prior-scale", type=parse_scale, help=cell)
     order = "the joint draws' rates projected onto rates not rising with size (yes) or not; default the analysis's"
     parser.add_argument("--size-order", choices=("yes", "no"), help=order)
+    whole = "the pair's failure rates leave out the depth's runs at sizes where it enters whole (yes) or not"
+    parser.add_argument("--whole-out", choices=("yes", "no"), help=whole)
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
@@ -338,7 +345,8 @@ def main() -> None:
             records = [json.loads(Path(path).read_text()) for path in args.combine]
             return combine(records, [pd.read_parquet(studies_path(path)) for path in args.combine])
         yes = lambda answer: None if answer is None else answer == "yes"  # noqa: E731
-        experiment = Experiment(args.sd_grid, yes(args.level_sd_prior), args.cell_prior_scale, yes(args.size_order))
+        experiment = Experiment(args.sd_grid, yes(args.level_sd_prior), args.cell_prior_scale, yes(args.size_order),
+                                yes(args.whole_out))  # fmt: skip
         record, studies = run(args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse,
                               failure_rates=args.failure_rates, first=args.first, experiment=experiment)  # fmt: skip
         studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)

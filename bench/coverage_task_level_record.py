@@ -47,9 +47,10 @@ SETTINGS = (
     "level_sd_prior",
     "cell_prior_scale",
     "size_order",
+    "whole_out",
 )
 #: what a record that lacks a setting ran with (older records predate these options)
-SETTING_DEFAULTS = {"level_sd_prior": False, "cell_prior_scale": 1.0, "size_order": False}
+SETTING_DEFAULTS = {"level_sd_prior": False, "cell_prior_scale": 1.0, "size_order": False, "whole_out": False}
 
 
 def _setting(record: dict, name: str) -> object:
@@ -122,6 +123,7 @@ def report(result: dict, baseline: dict | None = None) -> str:
         f"{', SD grid ' + str(result['sd_grid']) if result.get('sd_grid') else ''}"
         f"{', level SD integrated out' if result.get('level_sd_prior') else ''}"
         f"{', rates ordered in size' if result.get('size_order') else ''}"
+        f"{', a depth entering whole left out of the rates' if result.get('whole_out') else ''}"
         f"{', cell SD prior scale ' + str(cell_scale) if cell_scale != 1.0 else ''}"
         f", {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",

@@ -246,12 +246,13 @@ def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly
         bench.combine([first, {**second, "failure_rates": "slope"}], [first_rows, second_rows])
     with pytest.raises(SystemExit, match="sd_grid"):  # an experiment's grid is not the analysis's
         bench.combine([first, {**second, "sd_grid": [0.1, 0.25]}], [first_rows, second_rows])
-    for option in ("level_sd_prior", "size_order"):
+    for option in ("level_sd_prior", "size_order", "whole_out"):
         with pytest.raises(SystemExit, match=option):
             bench.combine([first, {**second, option: not first[option]}], [first_rows, second_rows])
     # a record from before an option merges as that option's default
-    older = {k: v for k, v in first.items() if k not in ("level_sd_prior", "cell_prior_scale", "size_order")}
-    if not first["level_sd_prior"] and first["cell_prior_scale"] == 1.0 and not first["size_order"]:
+    newer = ("level_sd_prior", "cell_prior_scale", "size_order", "whole_out")
+    older = {k: v for k, v in first.items() if k not in newer}
+    if not (first["level_sd_prior"] or first["size_order"] or first["whole_out"]) and first["cell_prior_scale"] == 1.0:
         assert bench.combine([older, second], [first_rows, second_rows])["n_studies"] == 8
 
 
@@ -290,12 +291,16 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     monkeypatch.setattr(task_two_part, "PAIR_LEVEL_SD_PRIOR", task_two_part.PAIR_LEVEL_SD_PRIOR)
     monkeypatch.setattr(sd_integration, "PRIOR_SCALE", sd_integration.PRIOR_SCALE)
     monkeypatch.setattr(task_two_part, "PAIR_SIZE_ORDER", task_two_part.PAIR_SIZE_ORDER)
+    monkeypatch.setattr(task_two_part, "PAIR_WHOLE_OUT", task_two_part.PAIR_WHOLE_OUT)
     analysis_prior, analysis_order = task_two_part.PAIR_LEVEL_SD_PRIOR, task_two_part.PAIR_SIZE_ORDER
-    experiment = bench.Experiment(None, not analysis_prior, 0.5, not analysis_order)
+    analysis_whole = task_two_part.PAIR_WHOLE_OUT
+    experiment = bench.Experiment(None, not analysis_prior, 0.5, not analysis_order, not analysis_whole)
     bench.configure(task, task, "pooled_joint", experiment)
     assert sd_integration.PRIOR_SCALE == 0.5 and task_two_part.PAIR_LEVEL_SD_PRIOR is (not analysis_prior)
     assert task_two_part.PAIR_SIZE_ORDER is (not analysis_order)
+    assert task_two_part.PAIR_WHOLE_OUT is (not analysis_whole)
     assert experiment.settings()["size_order"] is (not analysis_order)  # what the record says it ran with
+    assert experiment.settings()["whole_out"] is (not analysis_whole)
     for bad in ("0", "-1", "x"):
         with pytest.raises(SystemExit, match="--cell-prior-scale"):
             bench.parse_scale(bad)

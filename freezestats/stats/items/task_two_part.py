@@ -102,6 +102,10 @@ PAIR_LEVEL_SD_PRIOR = False
 #: Whether the joint draws keep only failure rates that do not rise with the train size within a depth
 #: (:mod:`~freezestats.stats.failures.size_order`).
 PAIR_SIZE_ORDER = False
+#: Whether the pair's failure rates leave out the depth's runs at sizes where it enters whole
+#: (``task_level._FailureModels._left_out``). Off: on 240 realistic studies it removed the deep cells' bias but
+#: their intervals at 100 examples came out too short (README, *Runs of a depth that enters whole*).
+PAIR_WHOLE_OUT = False
 
 
 @dataclass(frozen=True)
