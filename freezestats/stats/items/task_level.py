@@ -257,7 +257,8 @@ def _contrast(
     confidence: float,
 ) -> dict:
     """One contrast (``cell`` is size, depth, reference): the healthy runs' plus the failure part where the task
-    has failed runs (the depth whole where its runs mostly failed), else all the pairs (``method``, :data:`METHODS`).
+    has failed runs (the depth whole where its runs mostly failed), else all the pairs (``method``: see
+    :func:`~freezestats.stats.items.run_pairs.contrast_method`).
 
     The healthy part compares each cell's own healthy runs, paired by seed where both of a seed's runs are healthy
     (:mod:`~freezestats.stats.items.partial_pairs`): the pairs where both are healthy alone are a selection that
