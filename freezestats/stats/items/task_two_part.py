@@ -104,7 +104,7 @@ PAIR_LEVEL_SD_PRIOR = False
 PAIR_SIZE_ORDER = False
 #: Whether the pair's failure rates leave out the depth's runs at sizes where it enters whole
 #: (``task_level._FailureModels._left_out``). Off: on 240 realistic studies it removed the deep cells' bias but
-#: their intervals at 100 examples came out too short (README, *Runs of a depth that enters whole*).
+#: their intervals at 100 examples came out too short (README, *Which side misses, and why the deep cells do*).
 PAIR_WHOLE_OUT = False
 
 
