@@ -63,6 +63,7 @@ runs that differ in one are not merged).
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import multiprocessing
@@ -77,10 +78,8 @@ from scipy import stats
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed
-from freezestats.stats.failures import sd_integration
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.inference.task_family import task_noninferiority
-from freezestats.stats.items import task_two_part
 from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.items.task_two_part import DEFAULT_FAILURE_RATES, FAILURE_RATES
 from freezestats.stats.simulation.realistic import (
@@ -198,40 +197,40 @@ def null_study(index: int, failure_rates: str | None = None) -> list[dict]:
 
 
 class Experiment(NamedTuple):  # not a dataclass: tests load this script without a sys.modules entry
-    """Settings of the analysis an experiment changes in every process; None keeps the analysis's own: the level
-    x size SDs the joint draws integrate over (``sd_integration.SD_GRID``), whether they integrate the pair's level
-    SD out (``task_two_part.PAIR_LEVEL_SD_PRIOR``), the half-normal prior scale of the level x size SD
-    (``sd_integration.PRIOR_SCALE``), whether the draws' rates are projected onto rates that do not rise with
-    size (``task_two_part.PAIR_SIZE_ORDER``), and whether the pair's rates leave out the depth's runs where it
-    enters whole (``task_two_part.PAIR_WHOLE_OUT``)."""
+    """Settings of the analysis an experiment changes in every process (``saved.SWITCHES``: the level x size SDs
+    the joint draws integrate over, whether they integrate the pair's level SD out, the level x size SD's prior
+    scale, whether the draws' rates may not rise with size, whether the pair's rates leave out a depth's runs where
+    it enters whole); a setting not named keeps the analysis's own. Build it with :meth:`of`."""
 
-    sd_grid: tuple[float, ...] | None = None
-    level_sd_prior: bool | None = None
-    cell_prior_scale: float | None = None
-    size_order: bool | None = None
-    whole_out: bool | None = None
+    changes: tuple[tuple[str, object], ...] = ()
+
+    @classmethod
+    def of(cls, **changes: object) -> Experiment:
+        """The experiment that sets these switches (by their ``SWITCHES`` names); a None value changes nothing."""
+        unknown = sorted(set(changes) - set(saved.SWITCHES))
+        if unknown:
+            raise ValueError(f"no such switch: {', '.join(unknown)} (known: {', '.join(saved.SWITCHES)})")
+        return cls(tuple((name, value) for name, value in changes.items() if value is not None))
 
     def apply(self) -> None:
         """Set this process's analysis to these settings."""
-        if self.sd_grid is not None:
-            sd_integration.SD_GRID = tuple(self.sd_grid)
-        if self.level_sd_prior is not None:
-            task_two_part.PAIR_LEVEL_SD_PRIOR = self.level_sd_prior
-        if self.cell_prior_scale is not None:
-            sd_integration.PRIOR_SCALE = self.cell_prior_scale
-        if self.size_order is not None:
-            task_two_part.PAIR_SIZE_ORDER = self.size_order
-        if self.whole_out is not None:
-            task_two_part.PAIR_WHOLE_OUT = self.whole_out
+        for name, value in self.changes:
+            module, attribute = _home(name)
+            setattr(module, attribute, value)
 
     def settings(self) -> dict:
-        """What the record says the run used (the analysis's own where not set)."""
-        pick = lambda mine, analysis: analysis if mine is None else mine  # noqa: E731
-        return {"sd_grid": None if self.sd_grid is None else list(self.sd_grid),
-                "level_sd_prior": pick(self.level_sd_prior, task_two_part.PAIR_LEVEL_SD_PRIOR),
-                "cell_prior_scale": pick(self.cell_prior_scale, sd_integration.PRIOR_SCALE),
-                "size_order": pick(self.size_order, task_two_part.PAIR_SIZE_ORDER),
-                "whole_out": pick(self.whole_out, task_two_part.PAIR_WHOLE_OUT)}  # fmt: skip
+        """What the record says the run used: the analysis's own where not set, except for a switch whose record
+        default is None (the SD grid), which a record names only where the run changed it."""
+        changed = dict(self.changes)
+        own = {name: getattr(*_home(name)) for name, switch in saved.SWITCHES.items() if switch.default is not None}
+        out = {name: changed.get(name, own.get(name)) for name in saved.SWITCHES}
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in out.items()}
+
+
+def _home(name: str) -> tuple[object, str]:
+    """The module and attribute a switch sets."""
+    module, attribute = saved.SWITCHES[name].home.split(":")
+    return importlib.import_module(module), attribute
 
 
 #: no setting changed: the analysis as it ships
@@ -257,6 +256,13 @@ def parse_sd_grid(text: str) -> tuple[float, ...]:
     if not grid or grid[0] <= 0 or (np.diff(grid) <= 0).any():
         raise SystemExit(f"error: --sd-grid must be positive and increasing, got {text!r}")
     return grid
+
+
+def yes_no(text: str) -> bool:
+    """A yes/no switch; a one-line error otherwise."""
+    if text not in ("yes", "no"):
+        raise argparse.ArgumentTypeError(f"must be yes or no, got {text!r}")
+    return text == "yes"
 
 
 def parse_scale(text: str) -> float:
@@ -323,16 +329,10 @@ def main() -> None:
     parser.add_argument("--failure-rates", default=DEFAULT_FAILURE_RATES, choices=FAILURE_RATES, help=rates)
     shared = "collapses follow the seed across depths (seed_shared_collapse: the skill's correlation, sign dropped)"
     parser.add_argument("--seed-shared-collapse", action="store_true", help=shared)
-    grid = "an experiment: the level x size SDs the joint draws integrate over, e.g. 0.1,0.25,0.5,1,1.5,2,3"
-    parser.add_argument("--sd-grid", type=parse_sd_grid, help=grid)
-    prior = "the joint draws integrate the pair's level SD out (yes) or take it as given (no); default the analysis's"
-    parser.add_argument("--level-sd-prior", choices=("yes", "no"), help=prior)
-    cell = "an experiment: the half-normal prior scale of the level x size SD (sd_integration.PRIOR_SCALE)"
-    parser.add_argument("--cell-prior-scale", type=parse_scale, help=cell)
-    order = "the joint draws' rates projected onto rates not rising with size (yes) or not; default the analysis's"
-    parser.add_argument("--size-order", choices=("yes", "no"), help=order)
-    whole = "the pair's failure rates leave out the depth's runs at sizes where it enters whole (yes) or not"
-    parser.add_argument("--whole-out", choices=("yes", "no"), help=whole)
+    readers = {"yes/no": yes_no, "grid": parse_sd_grid, "scale": parse_scale}
+    for name, switch in saved.SWITCHES.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=readers[switch.parse], help=f"{switch.help}; default the analysis's")
     parser.add_argument("--baseline", help="a saved run whose task-level coverage to print beside this one's")
     parser.add_argument("--output", default="bench/results/coverage_task_level.json")
     parser.add_argument("--from-json", help="reprint a saved run")
@@ -346,9 +346,7 @@ def main() -> None:
         if args.combine:
             records = [json.loads(Path(path).read_text()) for path in args.combine]
             return combine(records, [pd.read_parquet(studies_path(path)) for path in args.combine])
-        yes = lambda answer: None if answer is None else answer == "yes"  # noqa: E731
-        experiment = Experiment(args.sd_grid, yes(args.level_sd_prior), args.cell_prior_scale, yes(args.size_order),
-                                yes(args.whole_out))  # fmt: skip
+        experiment = Experiment.of(**{name: getattr(args, name) for name in saved.SWITCHES})
         record, studies = run(args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse,
                               failure_rates=args.failure_rates, first=args.first, experiment=experiment)  # fmt: skip
         studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -36,26 +37,48 @@ def record(alt: pd.DataFrame, null: pd.DataFrame, started: float, errors: dict, 
     return coverage.result_record(n_studies, started, errors, summarise(alt, null), fwer=fwer, **settings, **extra)
 
 
+class Switch(NamedTuple):
+    """One setting of the analysis an experiment may change (``coverage_task_level.Experiment``): where the analysis
+    reads it, how the command line gives it, and how a record names it. One table, so that a new switch is one row
+    and not five edits (the bench's class, its ``apply`` and ``settings``, the merge check, the argument parser)."""
+
+    home: str  # "module:ATTRIBUTE", the module-level setting every process of the bench sets
+    parse: str  # "yes/no", "grid" or "scale": how ``--flag`` is read
+    default: object  # what a record without it ran with (older records predate the switch); None: the analysis's
+    label: str  # the record header's words where the run changed it ({} is the value)
+    help: str
+
+
+#: the analysis's failure-part options an experiment can switch, in the order the record header names them
+SWITCHES: dict[str, Switch] = {
+    "sd_grid": Switch("freezestats.stats.failures.sd_integration:SD_GRID", "grid", None, "SD grid {}",
+                      "an experiment: the level x size SDs the joint draws integrate over, e.g. 0.1,0.25,0.5,1,2,3"),
+    "level_sd_prior": Switch("freezestats.stats.items.task_two_part:PAIR_LEVEL_SD_PRIOR", "yes/no", False,
+                             "level SD integrated out",
+                             "the joint draws integrate the pair's level SD out (yes) or take it as given (no)"),
+    "size_order": Switch("freezestats.stats.items.task_two_part:PAIR_SIZE_ORDER", "yes/no", False,
+                         "rates ordered in size",
+                         "the joint draws' rates projected onto rates not rising with size (yes) or not"),
+    "whole_out": Switch("freezestats.stats.items.task_two_part:PAIR_WHOLE_OUT", "yes/no", False,
+                        "a depth entering whole left out of the rates",
+                        "the pair's failure rates leave out the depth's runs where it enters whole (yes) or not"),
+    "cell_prior_scale": Switch("freezestats.stats.failures.sd_integration:PRIOR_SCALE", "scale", 1.0,
+                               "cell SD prior scale {}",
+                               "an experiment: the half-normal prior scale of the level x size SD"),
+}  # fmt: skip
 #: the settings chunks must share to be merged into one record
-SETTINGS = (
-    "seeds",
-    "margin",
-    "collapse_scale",
-    "seed_shared_collapse",
-    "failure_rates",
-    "sd_grid",
-    "level_sd_prior",
-    "cell_prior_scale",
-    "size_order",
-    "whole_out",
-)
-#: what a record that lacks a setting ran with (older records predate these options)
-SETTING_DEFAULTS = {"level_sd_prior": False, "cell_prior_scale": 1.0, "size_order": False, "whole_out": False}
+SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates", *SWITCHES)
+
+
+def switch_labels(record: dict) -> str:
+    """The header's words for the switches a run changed from what a record without them ran with."""
+    changed = [(s, _setting(record, name)) for name, s in SWITCHES.items()]
+    return "".join(f", {s.label.format(value)}" for s, value in changed if value not in (None, s.default))
 
 
 def _setting(record: dict, name: str) -> object:
     """A record's setting, or what a record without it ran with."""
-    return record.get(name, SETTING_DEFAULTS.get(name))
+    return record.get(name, SWITCHES[name].default if name in SWITCHES else None)
 
 
 def combine(records: list[dict], studies: list[pd.DataFrame]) -> dict:
@@ -114,17 +137,11 @@ def report(result: dict, baseline: dict | None = None) -> str:
     run) its task-level coverage and power beside each cell (``base``, ``base_pow``) and its error below."""
     rows = pd.DataFrame(result["rows"])
     band = 1.96 * np.sqrt(0.95 * 0.05 / result["n_studies"])
-    cell_scale = _setting(result, "cell_prior_scale")
     lines = [
         f"bench/coverage_task_level.py: {result['n_studies']} studies of blog_shaped(), {result['seeds']} seeds a "
         f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}"
         f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}, margin {result['margin']}, "
-        f"failure rates {result.get('failure_rates', 'pooled')}"
-        f"{', SD grid ' + str(result['sd_grid']) if result.get('sd_grid') else ''}"
-        f"{', level SD integrated out' if result.get('level_sd_prior') else ''}"
-        f"{', rates ordered in size' if result.get('size_order') else ''}"
-        f"{', a depth entering whole left out of the rates' if result.get('whole_out') else ''}"
-        f"{', cell SD prior scale ' + str(cell_scale) if cell_scale != 1.0 else ''}"
+        f"failure rates {result.get('failure_rates', 'pooled')}{switch_labels(result)}"
         f", {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",
         f"  {result['machine']}; fits that raised: {result['errors'] or 'none'}"

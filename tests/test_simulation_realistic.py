@@ -281,7 +281,7 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     task = small_task()
     bench.configure(task, task, "pooled_joint", bench.Experiment())
     assert analysis_grid == sd_integration.SD_GRID  # None keeps the analysis's grid
-    bench.configure(task, task, "pooled_joint", bench.Experiment(sd_grid=bench.parse_sd_grid("0.1,0.25,0.5")))
+    bench.configure(task, task, "pooled_joint", bench.Experiment.of(sd_grid=bench.parse_sd_grid("0.1,0.25,0.5")))
     assert sd_integration.SD_GRID == (0.1, 0.25, 0.5)  # what integrate_over_sd reads at each call
     for bad in ("0.5,0.1", "0,0.5", "a,b", "0.1,0.1"):
         with pytest.raises(SystemExit, match="--sd-grid"):
@@ -294,13 +294,24 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     monkeypatch.setattr(task_two_part, "PAIR_WHOLE_OUT", task_two_part.PAIR_WHOLE_OUT)
     analysis_prior, analysis_order = task_two_part.PAIR_LEVEL_SD_PRIOR, task_two_part.PAIR_SIZE_ORDER
     analysis_whole = task_two_part.PAIR_WHOLE_OUT
-    experiment = bench.Experiment(None, not analysis_prior, 0.5, not analysis_order, not analysis_whole)
+    experiment = bench.Experiment.of(
+        level_sd_prior=not analysis_prior,
+        cell_prior_scale=0.5,
+        size_order=not analysis_order,
+        whole_out=not analysis_whole,
+    )
     bench.configure(task, task, "pooled_joint", experiment)
     assert sd_integration.PRIOR_SCALE == 0.5 and task_two_part.PAIR_LEVEL_SD_PRIOR is (not analysis_prior)
     assert task_two_part.PAIR_SIZE_ORDER is (not analysis_order)
     assert task_two_part.PAIR_WHOLE_OUT is (not analysis_whole)
     assert experiment.settings()["size_order"] is (not analysis_order)  # what the record says it ran with
     assert experiment.settings()["whole_out"] is (not analysis_whole)
+    assert bench.Experiment().settings()["sd_grid"] is None  # a record names the grid only where a run changed it
+    assert experiment.settings()["sd_grid"] is None and experiment.settings()["cell_prior_scale"] == 0.5
+    header = bench.saved.switch_labels({"sd_grid": [0.1, 0.5], "whole_out": True, "cell_prior_scale": 1.0})
+    assert header == ", SD grid [0.1, 0.5], a depth entering whole left out of the rates"  # 1.0: the default
+    with pytest.raises(ValueError, match="no such switch: seed_paired"):
+        bench.Experiment.of(seed_paired=True)
     for bad in ("0", "-1", "x"):
         with pytest.raises(SystemExit, match="--cell-prior-scale"):
             bench.parse_scale(bad)
