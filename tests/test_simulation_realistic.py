@@ -307,11 +307,14 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     assert experiment.settings()["size_order"] is (not analysis_order)  # what the record says it ran with
     assert experiment.settings()["whole_out"] is (not analysis_whole)
     assert bench.Experiment().settings()["sd_grid"] is None  # a record names the grid only where a run changed it
+    monkeypatch.setattr(task_two_part, "PAIR_SEED_SHARED", False)
+    bench.configure(task, task, "pooled_joint", bench.Experiment.of(seed_paired=True))
+    assert task_two_part.PAIR_SEED_SHARED is True  # every switch of the table reaches the analysis
     assert experiment.settings()["sd_grid"] is None and experiment.settings()["cell_prior_scale"] == 0.5
     header = bench.saved.switch_labels({"sd_grid": [0.1, 0.5], "whole_out": True, "cell_prior_scale": 1.0})
     assert header == ", SD grid [0.1, 0.5], a depth entering whole left out of the rates"  # 1.0: the default
-    with pytest.raises(ValueError, match="no such switch: seed_paired"):
-        bench.Experiment.of(seed_paired=True)
+    with pytest.raises(ValueError, match="no such switch: pair_by_item"):
+        bench.Experiment.of(pair_by_item=True)
     for bad in ("0", "-1", "x"):
         with pytest.raises(SystemExit, match="--cell-prior-scale"):
             bench.parse_scale(bad)

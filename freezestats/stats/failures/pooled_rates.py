@@ -60,6 +60,7 @@ from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.level_prior import LevelPrior
 from freezestats.stats.failures.rate_posterior import MIN_ESS, RatePosterior, sample_rate_posterior
 from freezestats.stats.failures.sd_integration import RateMixture, integrate_over_sd
+from freezestats.stats.failures.seed_pairs import SeedGroups
 from freezestats.stats.failures.size_order import SizeOrder
 from freezestats.stats.models.laplace import fit_binomial_laplace
 from freezestats.stats.models.laplace_layout import RandomTerm
@@ -94,6 +95,7 @@ def pooled_failure_fit(
     posterior: str | None = "integrated",
     level_sd_prior: bool = False,
     size_order: bool = False,
+    seed_groups: np.ndarray | None = None,
 ) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None], RatePosterior | RateMixture | None]:
     """:func:`pooled_failure_probabilities`, plus the coefficients' posterior draws, which the task-level
     contrast's failure part reads its interval from: ``posterior="fitted"`` given the fitted SDs
@@ -104,7 +106,9 @@ def pooled_failure_fit(
     ``level_sd_prior``: the draws integrate the two levels' SD out under a half-normal prior of scale ``level_sd``
     (:mod:`~freezestats.stats.failures.level_prior`) instead of taking it as given; the fit and P stay at
     ``level_sd``. ``size_order``: the draws' rates are projected onto rates that do not rise with the train size
-    within a level (:mod:`~freezestats.stats.failures.size_order`)."""
+    within a level (:mod:`~freezestats.stats.failures.size_order`). ``seed_groups``: every run's seed group (the
+    runs of one seed at one size share a code); the draws then pair the runs by seed, the seed SD summed out
+    (:mod:`~freezestats.stats.failures.seed_pairs`)."""
     if posterior not in (None, "fitted", "integrated"):
         raise ModelFitError(f"`posterior` must be None, 'fitted' or 'integrated', but got {posterior!r}.")
     levels = runs["frozen_layers"].to_numpy()
@@ -138,6 +142,7 @@ def pooled_failure_fit(
         return p_fail, rows, None
     frame = pd.DataFrame({"cell": keys, "failed": y}).groupby("cell", sort=False)["failed"].agg(["sum", "size"])
     counts = {cell: (int(n), int(m)) for cell, (n, m) in frame.iterrows()}
+    paired = None if seed_groups is None else SeedGroups.of(keys, y.astype(bool), np.asarray(seed_groups))
 
     def draws(at: _Conditional, n_draws: int) -> RatePosterior:
         cells = {keys[i]: at.design[i] for i in first}
@@ -145,7 +150,7 @@ def pooled_failure_fit(
         if level_sd_prior and level_sd is not None and at.level_columns is not None:
             prior = LevelPrior(at.level_columns, level_sd)
         drawn = sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
-                                      level_prior=prior)  # fmt: skip
+                                      level_prior=prior, seed_groups=paired)  # fmt: skip
         return replace(drawn, order=SizeOrder.of(counts)) if size_order else drawn
 
     def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:  # an sd_integration.FitAt

@@ -62,6 +62,7 @@ from scipy import special, stats
 from threadpoolctl import threadpool_limits
 
 from freezestats.stats.failures.level_prior import LevelPrior
+from freezestats.stats.failures.seed_pairs import SeedGroups
 from freezestats.stats.failures.size_order import SizeOrder
 
 __all__ = ["MIN_ESS", "RatePosterior", "sample_rate_posterior", "weighted_interval"]
@@ -85,18 +86,21 @@ class RatePosterior:
     weights: np.ndarray  # (n_draws,), summing to 1
     ess: float
     #: log of this posterior's normalising constant over the one with the Laplace fit's Gaussian prior: 0 unless a
-    #: :class:`~freezestats.stats.failures.level_prior.LevelPrior` replaced part of it (how a mixture over fits
+    #: :class:`~freezestats.stats.failures.level_prior.LevelPrior` or seed groups changed it (how a mixture over fits
     #: reweighs its parts, :mod:`~freezestats.stats.failures.sd_integration`)
     log_evidence_ratio: float = 0.0
     #: the rates projected, draw by draw, onto rates that do not rise with size (:mod:`~freezestats.stats.failures.
     #: size_order`); None: as drawn
     order: SizeOrder | None = None
+    #: the runs paired by seed (:mod:`~freezestats.stats.failures.seed_pairs`) and every draw's posterior over the
+    #: seed SD (draws x SDs): a cell's rate is then the marginal over a new seed; None: expit of the predictor
+    seeds: tuple[SeedGroups, np.ndarray] | None = None
 
     def values(self, terms: Sequence[tuple[Cell, float]]) -> np.ndarray:
         """:math:`\\sum_j w_j\\,P(\\text{fail})_{c_j}` at every draw, for ``terms`` = ``[(cell, w_j), ...]``."""
         value = np.zeros(len(self.weights))
         for cell, weight in terms:
-            rates = special.expit(self.draws @ self.rows[cell]) if self.order is None else self._ordered[cell]
+            rates = self._rates(cell) if self.order is None else self._ordered[cell]
             value += weight * rates
         return value
 
@@ -104,7 +108,21 @@ class RatePosterior:
     def _ordered(self) -> dict[Cell, np.ndarray]:
         """Every cell's rates at every draw, projected by :attr:`order` (once: a contrast's tests read them often)."""
         assert self.order is not None
-        return self.order.project({cell: special.expit(self.draws @ row) for cell, row in self.rows.items()})
+        return self.order.project({cell: self._rates(cell) for cell in self.rows})
+
+    def _rates(self, cell: Cell) -> np.ndarray:
+        """A cell's failure rate at every draw."""
+        eta = self.draws @ self.rows[cell]
+        if self.seeds is None:
+            return special.expit(eta)
+        if cell not in self._paired_rates:  # the quadrature is costly, and a contrast's tests read many levels
+            self._paired_rates[cell] = self.seeds[0].rates(eta, self.seeds[1])
+        return self._paired_rates[cell]
+
+    @cached_property
+    def _paired_rates(self) -> dict[Cell, np.ndarray]:
+        """The paired rates computed so far, by cell."""
+        return {}
 
     def interval(self, terms: Sequence[tuple[Cell, float]], confidence: float) -> tuple[float, float]:
         """The equal-tailed ``confidence`` interval of :meth:`values` over the weighted draws."""
@@ -130,6 +148,7 @@ def sample_rate_posterior(
     *,
     n_draws: int = 10_000,
     level_prior: LevelPrior | None = None,
+    seed_groups: SeedGroups | None = None,
 ) -> RatePosterior:
     """Importance-sample the coefficients' posterior (module docstring).
 
@@ -138,7 +157,9 @@ def sample_rate_posterior(
     (0 for the intercept: flat). :data:`_STAGES` moves of the proposal follow the first, and the draws come from
     a fixed seed (:data:`_SEED`). ``level_prior`` replaces the
     Gaussian prior of the pair's two level effects by a scale mixture over their SD
-    (:mod:`~freezestats.stats.failures.level_prior`); the proposal stays the Laplace fit's.
+    (:mod:`~freezestats.stats.failures.level_prior`); the proposal stays the Laplace fit's. ``seed_groups`` pairs
+    the runs by seed (:mod:`~freezestats.stats.failures.seed_pairs`): the likelihood is then its groups' instead of
+    the cells' binomials, and the rates are marginal over a new seed.
 
     >>> rows = {(0, 100): np.array([1.0])}
     >>> post = sample_rate_posterior(rows, {(0, 100): (2, 10)}, np.array([-1.386]), np.array([[0.3125]]),
@@ -164,7 +185,10 @@ def sample_rate_posterior(
             draws = _draw(proposals, n_draws, rng)
             log_q = special.logsumexp([np.log(share) + _log_t(draws, *p) for share, p in proposals], axis=0)
             eta = draws @ design.T
-            log_lik = (failed * -np.logaddexp(0.0, -eta) + (runs - failed) * -np.logaddexp(0.0, eta)).sum(axis=1)
+            binomial = (failed * -np.logaddexp(0.0, -eta) + (runs - failed) * -np.logaddexp(0.0, eta)).sum(axis=1)
+            log_lik = binomial
+            if seed_groups is not None:
+                log_lik, seed_posterior = seed_groups.log_likelihood({cell: eta[:, i] for i, cell in enumerate(cells)})
             log_w = log_lik - 0.5 * (draws**2 @ gaussian) - log_q
             if level_prior is not None:
                 log_w = log_w + level_prior.log_density(draws)
@@ -175,20 +199,26 @@ def sample_rate_posterior(
                 centred = draws - mean
                 moved = (centred * weights[:, None]).T @ centred * _INFLATE
                 proposals = [(_DEFENSIVE, first), (1.0 - _DEFENSIVE, (mean, _cholesky(moved)))]
-    ratio = 0.0 if level_prior is None else _log_evidence_ratio(log_w, draws, level_prior, prior_precision)
+    ratio = 0.0
+    if level_prior is not None or seed_groups is not None:
+        ratio = _log_evidence_ratio(log_w, draws, level_prior, prior_precision, log_lik - binomial)
     return RatePosterior(rows=dict(rows), draws=draws, weights=weights, ess=float(1.0 / (weights**2).sum()),
-                         log_evidence_ratio=ratio)  # fmt: skip
+                         log_evidence_ratio=ratio,
+                         seeds=None if seed_groups is None else (seed_groups, seed_posterior))  # fmt: skip
 
 
-def _log_evidence_ratio(log_w: np.ndarray, draws: np.ndarray, level_prior: LevelPrior,
-                        prior_precision: np.ndarray) -> float:  # fmt: skip
-    """log Z(level prior) - log Z(Gaussian prior) from the same draws: the importance weights under the Gaussian
-    differ from ``log_w`` only by the two level columns' normalised log densities."""
-    columns = list(level_prior.columns)
-    sd = 1.0 / np.sqrt(prior_precision[columns])
-    gaussian = stats.norm.logpdf(draws[:, columns], scale=sd).sum(axis=1)
-    log_w_gaussian = log_w - level_prior.log_density(draws) + gaussian
-    return float(special.logsumexp(log_w) - special.logsumexp(log_w_gaussian))
+def _log_evidence_ratio(log_w: np.ndarray, draws: np.ndarray, level_prior: LevelPrior | None,
+                        prior_precision: np.ndarray, paired_minus_binomial: np.ndarray) -> float:  # fmt: skip
+    """log Z(this posterior) - log Z(the Laplace fit's model: Gaussian prior, cells' binomials) from the same draws.
+    The importance weights under that model differ from ``log_w`` by the two level columns' normalised log
+    densities (a level prior) and by the seed groups' log likelihood over the binomials' (seed pairs)."""
+    log_w_fitted = log_w - paired_minus_binomial
+    if level_prior is not None:
+        columns = list(level_prior.columns)
+        sd = 1.0 / np.sqrt(prior_precision[columns])
+        gaussian = stats.norm.logpdf(draws[:, columns], scale=sd).sum(axis=1)
+        log_w_fitted = log_w_fitted - level_prior.log_density(draws) + gaussian
+    return float(special.logsumexp(log_w) - special.logsumexp(log_w_fitted))
 
 
 def _cholesky(cov: np.ndarray) -> np.ndarray:

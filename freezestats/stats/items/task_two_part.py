@@ -65,6 +65,7 @@ from freezestats.stats.failures.sd_integration import RateMixture
 from freezestats.stats.failures.slope_rates import slope_failure_probabilities, slope_failure_sides
 from freezestats.stats.failures.two_part import failed_mean, failure_delta_variance, failure_sides, joined_se
 from freezestats.stats.inference.tail_matched import lower_ladder
+from freezestats.stats.items.uncertainty import PAIR_KEYS
 
 __all__ = [
     "DEFAULT_FAILURE_RATES",
@@ -106,6 +107,9 @@ PAIR_SIZE_ORDER = False
 #: (``task_level._FailureModels._left_out``). Off: on 240 realistic studies it removed the deep cells' bias but
 #: their intervals at 100 examples came out too short (README, *Which side misses, and why the deep cells do*).
 PAIR_WHOLE_OUT = False
+#: Whether the joint draws pair the two cells' runs by seed (:mod:`~freezestats.stats.failures.seed_pairs`): real
+#: runs fail by seed, and the independent binomials leave room for a rate difference that the pairs rule out.
+PAIR_SEED_SHARED = False
 
 
 @dataclass(frozen=True)
@@ -131,9 +135,18 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
     if failure_rates not in ("pooled", "pooled_joint"):
         raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
     draws = "integrated" if failure_rates == "pooled_joint" else None
+    groups = seed_groups(runs) if PAIR_SEED_SHARED and draws else None
     p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=draws,
-                                            level_sd_prior=PAIR_LEVEL_SD_PRIOR, size_order=PAIR_SIZE_ORDER)  # fmt: skip
+                                            level_sd_prior=PAIR_LEVEL_SD_PRIOR, size_order=PAIR_SIZE_ORDER,
+                                            seed_groups=groups)  # fmt: skip
     return p, rows, None, posterior
+
+
+def seed_groups(runs: pd.DataFrame) -> np.ndarray:
+    """Every run's seed group: the runs at one size with the same pairing keys (subset draw, seed, order seed: what
+    pairs a depth's run with the reference's), one code a group."""
+    keys = ["train_size", *(k for k in PAIR_KEYS if k in runs.columns)]
+    return pd.MultiIndex.from_frame(runs[keys].astype(str)).factorize()[0]
 
 
 def failure_parts(
