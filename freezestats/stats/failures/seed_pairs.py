@@ -31,14 +31,16 @@ half-normal prior of scale :data:`SEED_SD_SCALE`): :math:`L(\theta) = \sum_\sigm
 \sigma)`, so the draws are one importance sample as without pairing, and each draw carries its posterior over
 :math:`\sigma_s`. Not estimated: where every pair fails together the likelihood rises without bound in
 :math:`\sigma_s` (the pair's Laplace fit with ``(1 | size:seed)`` put it at 56 on the logit for 6 of 6 concordant
-failures). Not a sample per grid point either: that took 99 s a simulated study against 12 s unpaired.
+failures). Not a sample per grid point either: that took 99 s a simulated study of the coverage bench against 12 s
+unpaired; summed inside the likelihood it takes 40 s (AMD EPYC, one process).
 
 The coefficients keep their meaning across :math:`\sigma_s`: a run's logit given its seed is
-:math:`\eta / \kappa(\sigma_s) + \sigma_s z` with :math:`\kappa(\sigma) = (1 + \pi\sigma^2/8)^{-1/2}`, the
-logistic-normal approximation :math:`E\,\operatorname{expit}(a + \sigma z) \approx \operatorname{expit}(\kappa a)`,
-so :math:`\eta` stays (nearly) the marginal logit, the unpaired fit's proposal fits every grid point, and the
-Gaussian prior on the effects means the same under each. The rates themselves are computed exactly (the
-quadrature), not by the approximation.
+:math:`\eta / \kappa(\sigma_s) + \sigma_s z` (so :math:`\eta_{c_j}` in :math:`L_g` above reads
+:math:`\eta_{c_j} / \kappa(\sigma_s)`, and likewise in :math:`P_c`) with
+:math:`\kappa(\sigma) = (1 + \pi\sigma^2/8)^{-1/2}`, from the logistic-normal approximation
+:math:`E\,\operatorname{expit}(a + \sigma z) \approx \operatorname{expit}(\kappa a)`. So :math:`\eta` stays
+(nearly) the marginal logit, the unpaired fit's proposal fits every grid point, and the Gaussian prior on the
+effects means the same under each. The rates themselves are computed by the quadrature, not by the approximation.
 """
 
 from __future__ import annotations
