@@ -29,9 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (``-n``, on by default in ``pyproject.toml``), one thread a worker. Without it torch and
     BLAS start a thread per core in every worker: two workers on two cores then ran each test ~1.8x slower and
-    the suite gained 10% (1183 s against 1310 s); one thread a worker, 607 s against 957 s serially (same AMD EPYC,
-    back to back). Set in the controller before it starts the workers, so that they and the processes their tests
-    start inherit it; it overrides a value in the environment, since every worker would multiply it."""
+    the suite gained 10% (1183 s against 1310 s); one thread a worker, 622 s against 1033 s in one process
+    (``bench/suite_workers.py``, side by side on the 2-core AMD EPYC). Set in the controller before it starts the
+    workers, so that they and the processes their tests start inherit it; it overrides a value in the environment,
+    since every worker would multiply it."""
     if getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[name] = "1"
