@@ -198,10 +198,9 @@ def null_study(index: int, failure_rates: str | None = None) -> list[dict]:
 
 
 class Experiment(NamedTuple):  # not a dataclass: tests load this script without a sys.modules entry
-    """Settings of the analysis an experiment changes in every process (``saved.SWITCHES``: the level x size SDs
-    the joint draws integrate over, whether they integrate the pair's level SD out, the level x size SD's prior
-    scale, whether the draws' rates may not rise with size, whether the pair's rates leave out a depth's runs where
-    it enters whole); a setting not named keeps the analysis's own. Build it with :meth:`of`."""
+    """Settings of the analysis an experiment changes in every process, by their names in ``saved.SWITCHES`` (the
+    table says what each is and where the analysis reads it); a setting not named keeps the analysis's own. Build it
+    with :meth:`of`."""
 
     changes: tuple[tuple[str, object], ...] = ()
 
