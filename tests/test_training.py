@@ -39,12 +39,12 @@ def _fine_tune(
     seed: int = 1,
     frozen: int = 0,
     learning_rate: float | None = None,
-    rows: tuple[int, int] = (48, 120),
+    rows: tuple[int, int] | None = None,
     **kwargs,
 ):
-    """``fine_tune`` on the small real splits of ``_inputs`` (``rows``: train and validation rows), named as the
-    runner names them."""
-    task, tokenizer, train, val, select, score = _inputs(task_name, model, glue_dir, *rows)
+    """``fine_tune`` on the small real splits of ``_inputs`` (``rows``: train and validation rows, default
+    ``_inputs``'s), named as the runner names them."""
+    task, tokenizer, train, val, select, score = _inputs(task_name, model, glue_dir, *(rows or ()))
     train, val = replace(train, name=f"{task_name}/train"), replace(val, name=f"{task_name}/validation")
     return fine_tune(
         model_name=str(model),
