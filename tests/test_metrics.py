@@ -12,7 +12,9 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from freezestats.exceptions import SpecError
 from freezestats.tasks.metrics import (
+    METRIC_RANGES,
     METRICS,
+    REGRESSION_METRICS,
     CurveSummary,
     accuracy,
     compute_metrics,
@@ -312,3 +314,18 @@ def test_is_failed_run_regression() -> None:
     assert is_failed_run(good, regression=True, final_score=-0.1, baseline=0.0)
     with pytest.raises(ValueError, match="non-empty"):
         is_failed_run([], regression=True, final_score=0.8, baseline=0.0)
+
+
+def test_every_metric_has_a_range_and_its_scores_stay_in_it() -> None:
+    """The task-level interval stops at +-(high - low) (``METRIC_RANGES``): a wrong range would cut a valid one."""
+    assert set(METRIC_RANGES) == set(METRICS)
+    gen = np.random.default_rng(5)
+    for name, metric in METRICS.items():
+        low, high = METRIC_RANGES[name]
+        classes = 3 if name == "macro_f1" else 2
+        for _ in range(50):
+            ref = gen.normal(size=30) if name in REGRESSION_METRICS else gen.integers(0, classes, 30)
+            pred = ref + gen.normal(0, 2, 30) if name in REGRESSION_METRICS else gen.integers(0, ref.max() + 1, 30)
+            assert low <= metric(pred, ref) <= high
+        reversed_ = -ref if name in REGRESSION_METRICS else ref.max() - ref
+        assert metric(reversed_, ref) == pytest.approx(low) or low == 0.0

@@ -45,6 +45,38 @@ def test_crossed_contrast_with_the_item_part_at_zero_is_the_paired_t() -> None:
     assert out["se"] == pytest.approx(np.sqrt(1 / 27), rel=1e-12) and out["df"] == 2.0
 
 
+def test_runs_that_differ_in_one_seed_only_have_no_item_part() -> None:
+    # One nonzero row r in an S x I table: MS_item = MS_res = sum (r_i - mean r)^2 / (S (I - 1)) exactly (the
+    # residuals are (r_i - mean r)(1 - 1/S) in that row and -(r_i - mean r)/S in the others), so the item part is
+    # 0 and the contrast is the paired t on 4 df. Floating point put MS_item 1e-17 above MS_res, and its df of
+    # 3e-29 made the interval 1e149 wide (realistic simulator, study 519, n = 50, frozen 1: four seeds' runs
+    # identical, the fifth's apart on 200 items). Generator 1 is one whose rounding fell that way.
+    d = np.zeros((5, 436))
+    d[1] = np.random.default_rng(1).choice([-1.0, 0.0, 0.0, 1.0], 436)
+    out = crossed_contrast(d)
+    assert out["se_item"] == 0.0 and out["df_item"] == np.inf and out["df"] == 4.0
+
+
+def test_an_interval_with_next_to_no_df_stays_within_the_metrics_range() -> None:
+    # Three seeds, four items; every seed's difference is -1/4, so the seed part is 0 and the item part, on 0.027
+    # df, is all there is: its t quantile put the interval +-1e46 wide, past what any accuracy contrast can be.
+    # (On the realistic simulator, two discordant seeds at n = 50 gave +-7.9.) The interval stops at -1..1; the
+    # df, and so the test, do not move.
+    right = {1: [[1, 0, 0, 1], [1, 1, 1, 0], [1, 0, 1, 0]], 0: [[0, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 1]]}
+    runs, items = [], []
+    for depth, rows in right.items():
+        for seed, pred in enumerate(rows, start=1):
+            trial = len(runs)
+            runs.append({"trial": trial, "train_size": 50, "frozen_layers": depth, "seed": seed,
+                         "heldout": float(np.mean(pred))})  # fmt: skip
+            items.append(pd.DataFrame({"trial": trial, "idx": np.arange(4), "label": 1, "half": "score",
+                                       "prediction_heldout": pred}))  # fmt: skip
+    row = task_level_contrasts(pd.DataFrame(runs), pd.concat(items), response="heldout", metric="accuracy").iloc[0]
+    assert row["estimate"] == -0.25 and row["se_seed"] == 0.0
+    assert row["df"] == pytest.approx(0.026548672566371508, rel=1e-9)
+    assert (row["ci_low"], row["ci_high"]) == (-1.0, 1.0)
+
+
 def _study(depths: tuple[int, ...], draws: int = 1, seeds: int = 5, sizes: tuple[int, ...] = (100, 1000)) -> tuple:
     """A runs table and its per-item predictions: every (size, depth, draw, seed) run, scored on N_ITEMS items.
 

@@ -35,6 +35,7 @@ from freezestats.tasks.metric_inputs import as_pair as _as_pair
 __all__ = [
     "CLASSIFICATION_METRICS",
     "METRICS",
+    "METRIC_RANGES",
     "REGRESSION_METRICS",
     "CurveSummary",
     "accuracy",
@@ -227,6 +228,16 @@ METRICS: dict[str, Callable[[Sequence | np.ndarray, Sequence | np.ndarray], floa
 CLASSIFICATION_METRICS: frozenset[str] = frozenset({"accuracy", "mcc", "f1", "macro_f1"})
 #: Metrics that apply to real-valued regression outputs.
 REGRESSION_METRICS: frozenset[str] = frozenset({"pearson", "spearman"})
+#: The values each metric can take: a contrast of two of its scores lies within +-(high - low), which bounds an
+#: interval whose t quantile has next to no df (a contrast whose item part rests on two discordant items).
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "accuracy": (0.0, 1.0),
+    "mcc": (-1.0, 1.0),
+    "f1": (0.0, 1.0),
+    "macro_f1": (0.0, 1.0),
+    "pearson": (-1.0, 1.0),
+    "spearman": (-1.0, 1.0),
+}
 
 
 def _check_metric_name(name: str) -> None:

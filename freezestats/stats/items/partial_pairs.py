@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from freezestats.exceptions import ModelFitError
+from freezestats.stats.items.uncertainty import excess_over_noise
 
 __all__ = ["partially_paired_contrast", "seed_item_summary"]
 
@@ -121,7 +122,7 @@ def _item_variance(a: np.ndarray, b: np.ndarray, shared: list[tuple[int, int]]) 
         cross = sum(float(e_a[i] @ e_b[j]) for i, j in shared)
         kappa = cross / ((n_items - 1) * factor)
     noise = sigma_a / n_a + sigma_b / n_b - 2 * n_ab * kappa / (n_a * n_b)
-    excess = v_d - noise
+    excess = excess_over_noise(v_d, noise)
     if excess <= 0:
         return 0.0, float("inf")
     df_noise = (min(n_a, n_b) - 1) * (n_items - 1)

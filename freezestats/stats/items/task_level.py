@@ -53,6 +53,7 @@ from freezestats.stats.items.task_two_part import (
     with_failure_part,
 )
 from freezestats.stats.items.uncertainty import item_variance, run_pseudo_values
+from freezestats.tasks.metrics import METRIC_RANGES
 
 __all__ = ["POPULATIONS", "TASK_CONTRAST_COLUMNS", "crossed_contrast", "task_level_contrasts"]
 
@@ -145,7 +146,8 @@ def task_level_contrasts(
         ``"task"``: seeds and items both vary (:data:`POPULATIONS`). ``"evaluation_set"``: seeds only, the
         paired t interval.
     confidence
-        Level of the two-sided per-comparison interval ``ci_low, ci_high``.
+        Level of the two-sided per-comparison interval ``ci_low, ci_high``, kept within the contrast's range
+        (:data:`~freezestats.tasks.metrics.METRIC_RANGES`: within -1..1 for accuracy).
     failure_rates
         Where the task has failed runs, the model of the pair's failure rates in the failure part
         (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`). ``"pooled_joint"`` (the default,
@@ -180,6 +182,8 @@ def task_level_contrasts(
         raise ModelFitError("task_level_contrasts: population='task' needs the runs' per-item predictions.")
     phi = run_pseudo_values(items, response, metric) if population == "task" else {}
     parts = _FailureModels(runs, response, int(reference), failure_rates)
+    low, high = METRIC_RANGES.get(metric, (-np.inf, np.inf))
+    span = high - low  # no contrast of the metric lies further from 0: an interval with df near 0 stops there
     rows = []
     for size, at_size in runs.groupby("train_size", sort=True):
         for depth in sorted(set(at_size["frozen_layers"].astype(int)) - {int(reference)}):
@@ -197,8 +201,8 @@ def task_level_contrasts(
                     "reference": int(reference),
                     **out,
                     "item_share": out["se_item"] ** 2 / var if var > 0 else 0.0,
-                    "ci_low": out["estimate"] - lower,
-                    "ci_high": out["estimate"] + upper,
+                    "ci_low": max(out["estimate"] - lower, -span),
+                    "ci_high": min(out["estimate"] + upper, span),
                     "n_items": out.get("n_items", 0) if population == "task" else 0,
                     "population": population,
                 }
