@@ -169,7 +169,7 @@ def test_analyze_a_real_exported_study(
         (["--task", "rte"], "not in the results table"),
         (["--margin", "-1"], "`--margin` must be > 0"),
         (["--variance", "per_seed"], "`--variance` must be one of"),
-        (["--adjust-across", "tasks"], "`--adjust-across` must be 'none' or 'sizes'"),
+        (["--adjust-across", "tasks"], "`--adjust-across` must be one of ['none', 'sizes']"),
         (["--bootstrap-tests", "-1"], "`--bootstrap-tests` must be >= 0"),
     ],
 )

@@ -199,57 +199,12 @@ def analyze(
     (:data:`~freezestats.stats.items.task_two_part.FAILURE_RATES`; ``"pooled_joint"``, the joint draws, by default:
     :data:`~freezestats.stats.items.task_two_part.DEFAULT_FAILURE_RATES`).
     """
-    from freezestats import stats
     from freezestats.stats.descriptive.reference import load_reference
 
     response_given = response is not None
-    response = response or "heldout"
-    _check_options(model, response, variance, margin, adjust_across)
-    if uncertainty not in UNCERTAINTIES:
-        raise ModelFitError(f"`--uncertainty` must be one of {list(UNCERTAINTIES)}, but got {uncertainty!r}.")
-    if failure_rates not in FAILURE_RATES:
-        raise ModelFitError(f"`--failure-rates` must be one of {list(FAILURE_RATES)}, but got {failure_rates!r}.")
-    check_results_table(data, response, model=model, tasks=tasks, reference=reference)
-    data, per_task = apply_task_metrics(normalize_results(data), items, task_metrics or {}, response, response_given)
-    every = data
-    data, n_bi = _cross_encoded(every)
-    all_grid = data[data["role"] == "grid"]
-    arm_grid, n_grouped = _trained_alone(all_grid)
-    grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: the arm tables
-    if grid.empty:
-        raise ModelFitError(
-            f"The results table has no runs of the freeze arm trained alone (arms present: {_arm_names(arm_grid)}); "
-            "every analysis compares with full fine-tuning (the freeze arm at depth 0): add those runs."
-        )
-    tasks = tasks or sorted(arm_grid["task"].unique())
-    settings = {
-        "model": model,
-        "response": response,
-        "response_note": RESPONSE_NOTES[response],
-        "variance": variance if model == "mixed" else None,
-        "reference": reference,
-        "margin": margin,
-        "adjust": adjust,
-        "adjust_across": adjust_across,
-        "uncertainty": uncertainty,
-        "failure_rates": failure_rates,
-        "metric_of": per_task["metric_of"],
-        "response_of": per_task["response_of"],
-        "selected_on": per_task["selected_on"],
-        "margins": {},
-        "delta": delta or margin or 0.02,
-        "tasks": tasks,
-        "n_runs": len(grid),
-        # rows set aside from the freeze model (stated beside n_runs, so "54 runs" is not read as the study)
-        "n_rows_bi": n_bi,
-        "n_rows_grouped": n_grouped,
-        "pooled": pooled,
-        "freezestats_version": __version__,
-    }
-    result = Analysis(settings=settings, warnings=per_task["notes"] + _set_aside_notes(n_bi, n_grouped))
     options = AnalysisOptions(
         model=model,
-        response=response,
+        response=response or "heldout",
         variance=variance,
         reference=reference,
         margin=margin,
@@ -262,28 +217,93 @@ def analyze(
         uncertainty=uncertainty,
         failure_rates=failure_rates,
     )
+    _check_options(options)
+    check_results_table(data, options.response, model=model, tasks=tasks, reference=reference)
+    data, per_task = apply_task_metrics(
+        normalize_results(data), items, task_metrics or {}, options.response, response_given
+    )
+    every = data
+    data, n_bi = _cross_encoded(every)
+    all_grid = data[data["role"] == "grid"]
+    arm_grid, n_grouped = _trained_alone(all_grid)
+    grid, arm_note = freeze_rows(arm_grid)  # the freeze model sees the freeze arm; every arm: the arm tables
+    if grid.empty:
+        raise ModelFitError(
+            f"The results table has no runs of the freeze arm trained alone (arms present: {_arm_names(arm_grid)}); "
+            "every analysis compares with full fine-tuning (the freeze arm at depth 0): add those runs."
+        )
+    tasks = tasks or sorted(arm_grid["task"].unique())
+    # rows set aside from the freeze model are stated beside n_runs, so that "54 runs" is not read as the study
+    counts = {"n_runs": len(grid), "n_rows_bi": n_bi, "n_rows_grouped": n_grouped, "pooled": pooled}
+    settings = _settings(options, per_task, tasks, delta, counts)
+    result = Analysis(settings=settings, warnings=per_task["notes"] + _set_aside_notes(n_bi, n_grouped))
     steps = TaskAnalysis(result, options)
     blog_tasks = set(load_reference()["task"])
     for task in tasks:
         steps.run(task, grid[grid["task"] == task], compare_with_blog=task in blog_tasks)
-    if n_grouped:
-        _shared_encoder(steps.attempt, result.warnings, all_grid, tasks, response)
-    if arm_note:
-        result.warnings.append(arm_note)
-
-        def margin_of(task: str) -> float:
-            metric = arm_grid.loc[arm_grid["task"] == task, "metric"] if "metric" in arm_grid else pd.Series()
-            return margin or stats.default_margin(str(metric.mode().iloc[0]) if metric.notna().any() else "accuracy")
-
-        add_arm_tables(steps.attempt, arm_grid, tasks, response, margin_of)
-    if n_bi:
-        _pair_encodings(steps.attempt, every[every["role"] == "grid"], tasks, response, adjust)
+    _beside_the_freeze_model(steps, every, (all_grid, arm_grid), (n_bi, n_grouped, arm_note), tasks)
     if pooled:
-        _pooled_tables(result, grid[grid["task"].isin(tasks)], response)
+        _pooled_tables(result, grid[grid["task"].isin(tasks)], options.response)
     result.warnings = list(dict.fromkeys(result.warnings))  # a reason met by two steps' shared input is said once
     if "fixed_effects" not in result.tables:
         raise ModelFitError(_no_model_reason(result.warnings))
     return result
+
+
+def _settings(
+    options: AnalysisOptions, per_task: dict, tasks: list[str], delta: float | None, counts: dict[str, Any]
+) -> dict[str, Any]:
+    """The analysis's recorded settings: what was asked for, what each task was judged on, and the rows'
+    ``counts`` (in the order the stored analyses have them)."""
+    return {
+        "model": options.model,
+        "response": options.response,
+        "response_note": RESPONSE_NOTES[options.response],
+        "variance": options.variance if options.model == "mixed" else None,
+        "reference": options.reference,
+        "margin": options.margin,
+        "adjust": options.adjust,
+        "adjust_across": options.adjust_across,
+        "uncertainty": options.uncertainty,
+        "failure_rates": options.failure_rates,
+        "metric_of": per_task["metric_of"],
+        "response_of": per_task["response_of"],
+        "selected_on": per_task["selected_on"],
+        "margins": {},
+        "delta": delta or options.margin or 0.02,
+        "tasks": tasks,
+        **counts,
+        "freezestats_version": __version__,
+    }
+
+
+def _beside_the_freeze_model(
+    steps: TaskAnalysis,
+    every: pd.DataFrame,
+    grids: tuple[pd.DataFrame, pd.DataFrame],
+    set_aside: tuple[int, int, str | None],
+    tasks: list[str],
+) -> None:
+    """The tables of the rows the freeze model leaves out: task groups against their runs alone, the other arms,
+    and bi- against cross-encoded pairs. ``grids`` are every cross-encoded grid row and those trained alone;
+    ``set_aside`` the bi-encoded and grouped row counts and the arms' note."""
+    from freezestats import stats
+
+    (all_grid, arm_grid), (n_bi, n_grouped, arm_note) = grids, set_aside
+    warnings, options = steps.result.warnings, steps.options
+    if n_grouped:
+        _shared_encoder(steps.attempt, warnings, all_grid, tasks, options.response)
+    if arm_note:
+        warnings.append(arm_note)
+
+        def margin_of(task: str) -> float:
+            metric = arm_grid.loc[arm_grid["task"] == task, "metric"] if "metric" in arm_grid else pd.Series()
+            default = stats.default_margin(str(metric.mode().iloc[0]) if metric.notna().any() else "accuracy")
+            return options.margin or default
+
+        add_arm_tables(steps.attempt, arm_grid, tasks, options.response, margin_of)
+    if n_bi:
+        _pair_encodings(steps.attempt, every[every["role"] == "grid"], tasks, options.response, options.adjust)
 
 
 def _no_model_reason(warnings: list[str]) -> str:
@@ -313,19 +333,19 @@ def _set_aside_notes(n_bi: int, n_grouped: int) -> list[str]:
     return notes
 
 
-def _check_options(model: str, response: str, variance: str, margin: float | None, adjust_across: str) -> None:
+def _check_options(options: AnalysisOptions) -> None:
     """One clear error for each option ``analyze`` cannot work with, before any fit (the table's checks are
     :func:`freezestats.stats.design.input_table.check_results_table`)."""
-    if model not in MODELS:
-        raise ModelFitError(f"`--model` must be one of {list(MODELS)}, but got {model!r}.")
-    if response not in RESPONSES:
-        raise ModelFitError(f"`--metric` must be one of {list(RESPONSES)}, but got {response!r}.")
-    if variance not in VARIANCES:
-        raise ModelFitError(f"`--variance` must be one of {list(VARIANCES)}, but got {variance!r}.")
+    margin = options.margin
+    for flag, value, allowed in (("--model", options.model, MODELS), ("--metric", options.response, RESPONSES),
+                                 ("--variance", options.variance, VARIANCES),
+                                 ("--uncertainty", options.uncertainty, UNCERTAINTIES),
+                                 ("--failure-rates", options.failure_rates, FAILURE_RATES),
+                                 ("--adjust-across", options.adjust_across, ("none", "sizes"))):  # fmt: skip
+        if value not in allowed:
+            raise ModelFitError(f"`{flag}` must be one of {list(allowed)}, but got {value!r}.")
     if margin is not None and not (math.isfinite(margin) and margin > 0):
         raise ModelFitError(f"`--margin` must be > 0, but got {margin}.")
-    if adjust_across not in ("none", "sizes"):
-        raise ModelFitError(f"`--adjust-across` must be 'none' or 'sizes', but got {adjust_across!r}.")
 
 
 def _pooled_tables(result: Analysis, grid: pd.DataFrame, response: str) -> None:
