@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from _scripts import load_script
+from scipy import stats
 
 from freezestats.stats import contrasts_vs_reference, fit_mixed
 from freezestats.stats.inference.task_family import task_noninferiority
@@ -268,6 +269,22 @@ def test_the_bench_says_which_side_of_the_interval_missed() -> None:
     rows = pd.DataFrame(summarise(alt, null)).set_index("frozen_layers")
     assert rows.loc[1, "miss_lower"] == 2 / 8 and rows.loc[1, "miss_upper"] == 1 / 8
     assert rows.loc[2, "miss_lower"] == 0 and rows.loc[2, "miss_upper"] == 1 / 4
+
+
+def test_the_bench_reads_a_depths_coverage_over_its_sizes_with_the_study_as_unit() -> None:
+    """Per depth: each study's share of the depth's contrasts covered, then the t interval over studies."""
+    saved = load_script(BENCH.with_name("coverage_task_level_record.py"))
+    covered = {1: [[1, 1], [1, 0], [1, 1], [0, 1]], 2: [[1, 1], [1, 1], [1, 1], [1, 1]]}  # depth: study x size
+    alt = pd.DataFrame([{"frozen_layers": depth, "study": study, "train_size": size, "task": bool(hit)}
+                        for depth, table in covered.items() for study, row in enumerate(table)
+                        for size, hit in zip((100, 200), row, strict=True)])  # fmt: skip
+    rows = {d["frozen_layers"]: d for d in saved.depth_coverage(alt)}
+    shares = np.array([1.0, 0.5, 1.0, 0.5])
+    half = stats.t.ppf(0.975, 3) * shares.std(ddof=1) / 2
+    assert rows[1]["task"] == 0.75 and rows[1]["cells"] == 2
+    assert (rows[1]["low"], rows[1]["high"]) == pytest.approx((0.75 - half, 0.75 + half), rel=1e-12)
+    assert (rows[2]["task"], rows[2]["low"], rows[2]["high"]) == (1.0, 1.0, 1.0)
+    assert saved._versus_band(rows[2]).strip() == "above the band (too wide)" and saved._versus_band(rows[1]) == ""
 
 
 def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_bad_one(
