@@ -47,6 +47,7 @@ import pandas as pd
 
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.sequential import SequentialPlan, fixed_design, replay
+from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS
 from freezestats.stats.simulation.realistic import (
     RealisticTask,
     blog_shaped,
@@ -118,10 +119,14 @@ def _start(alternative: RealisticTask, null: RealisticTask, plan: SequentialPlan
     PLAN, FIXED_SEEDS = plan, fixed
 
 
-def run(n_studies: int, plan: SequentialPlan, fixed: tuple[int, ...] = FIXED_SEEDS, processes: int = 1) -> dict:
+def run(
+    n_studies: int, plan: SequentialPlan, fixed: tuple[int, ...] = FIXED_SEEDS, processes: int = 1, first: int = 0
+) -> dict:
     """``n_studies`` studies of each scenario under ``plan`` (its margin, looks, futility stop and screen) and
     fixed designs on ``fixed`` seeds (a cell simulates the most of those and the plan's ``max_seeds``);
-    ``processes`` > 1 runs a pool. The null scenario sits at the plan's margin."""
+    ``processes`` > 1 runs a pool. The null scenario sits at the plan's margin. ``first``: the first study's
+    index (studies ``first .. first + n_studies - 1``), so that a setting chosen on some studies is checked on
+    others."""
     margin = plan.margin
     base = replace(blog_shaped(), seeds=max(plan.max_seeds, *fixed))
     tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan, tuple(fixed))
@@ -129,15 +134,15 @@ def run(n_studies: int, plan: SequentialPlan, fixed: tuple[int, ...] = FIXED_SEE
     _start(*tasks)  # here too: summarise reads the fixed designs
     if processes > 1:
         with multiprocessing.Pool(processes, initializer=_start, initargs=tasks) as pool:
-            outcomes = pool.map(one_study, range(n_studies), chunksize=2)
+            outcomes = pool.map(one_study, range(first, first + n_studies), chunksize=2)
     else:
-        outcomes = [one_study(i) for i in range(n_studies)]
+        outcomes = [one_study(i) for i in range(first, first + n_studies)]
     alt = pd.DataFrame([row for rows, _ in outcomes for row in rows])
     null = pd.DataFrame([row for _, rows in outcomes for row in rows])
     rows = summarise(alt, null, n_studies, margin)
     return coverage.result_record(n_studies, started, {}, rows, margin=margin, processes=processes,
                                   plan=plan.__dict__, looks=list(plan.looks()), fixed_seeds=list(fixed),
-                                  simulated_seeds=base.seeds)  # fmt: skip
+                                  simulated_seeds=base.seeds, first=first)  # fmt: skip
 
 
 def _fwer(shown: pd.Series) -> dict:
@@ -207,7 +212,9 @@ def report(result: dict) -> str:
     n = result["n_studies"]
     plan = result["plan"]
     lines = [
-        f"bench/adaptive_seeds.py: {n} studies of each scenario, blog_shaped() with "
+        f"bench/adaptive_seeds.py: {n} studies of each scenario"
+        + (f" (studies {result['first']}-{result['first'] + n - 1})" if result.get("first") else "")
+        + ", blog_shaped() with "
         f"{result.get('simulated_seeds', plan['max_seeds'])} seeds a cell (the plan stops at {plan['max_seeds']}); "
         f"{result['processes']} process(es), {result['seconds']:.0f} s",
         f"  {result['machine']}",
@@ -275,14 +282,18 @@ def main() -> None:
     parser.add_argument("--seek", default="either", choices=("either", "noninferiority"), help=seek)
     screen = "a futility-only look at this many seeds, before --min-seeds (default: none)"
     parser.add_argument("--futility-seeds", type=int, default=None, help=screen)
+    spending = "how alpha is spent over the looks (default obrien_fleming)"
+    parser.add_argument("--spending", default=PLAN.spending, choices=SPENDING_FUNCTIONS, help=spending)
+    parser.add_argument("--first", type=int, default=0, help="the first study's index (default 0)")
     parser.add_argument("--fixed-seeds", default="2,4,6,8,10", help="the fixed designs' seeds, comma-separated")
     parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
     plan = replace(PLAN, margin=args.margin, min_seeds=args.min_seeds, max_seeds=args.max_seeds,
-                   futility=args.futility, seek=args.seek, futility_seeds=args.futility_seeds)  # fmt: skip
-    compute = lambda: run(args.studies, plan, fixed, args.processes)  # noqa: E731
+                   futility=args.futility, seek=args.seek, futility_seeds=args.futility_seeds,
+                   spending=args.spending)  # fmt: skip
+    compute = lambda: run(args.studies, plan, fixed, args.processes, args.first)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")
