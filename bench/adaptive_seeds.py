@@ -200,8 +200,8 @@ def interpolated_seeds(
     and 0.311 at 24 matches 24 seeds, and the ratio jumps by a fifth with the third decimal of a Monte Carlo
     estimate. Read between the grid's designs the ratio moves with the power smoothly. None where no pair
     brackets it."""
-    held = {int(k) for k in fixed_power if fixed_fwer.get(str(k), fixed_fwer.get(k, 0.0)) <= alpha}
-    grid = sorted((int(k), float(v)) for k, v in fixed_power.items() if int(k) in held)
+    fwer = {int(k): v for k, v in fixed_fwer.items()}  # a saved record's keys are strings, a fresh summary's ints
+    grid = sorted((int(k), float(v)) for k, v in fixed_power.items() if fwer.get(int(k), 0.0) <= alpha)
     for (s_low, p_low), (s_high, p_high) in itertools.pairwise(grid):
         if p_low < power <= p_high:
             return s_low + (power - p_low) / (p_high - p_low) * (s_high - s_low), s_low, s_high

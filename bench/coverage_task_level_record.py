@@ -48,13 +48,13 @@ def depth_coverage(alt: pd.DataFrame) -> list[dict]:
     as a whole covers above 97% or below 93%. It does not replace the cells (a depth can be too wide at one
     size and too short at another), it gives the cells' common direction the power they lack alone."""
     per_study = alt.groupby(["frozen_layers", "study"])["task"].mean()
+    sizes = alt.groupby("frozen_layers")["train_size"].nunique()
     rows = []
     for depth, shares in per_study.groupby(level="frozen_layers"):
         values = shares.to_numpy(dtype=float)
-        half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-        rows.append({"frozen_layers": int(depth), "cells": int(alt.loc[alt["frozen_layers"] == depth,
-                     "train_size"].nunique()), "task": float(values.mean()), "low": float(values.mean() - half),
-                     "high": float(values.mean() + half)})  # fmt: skip
+        mean, half = values.mean(), stats.t.ppf(0.975, len(values) - 1) * stats.sem(values)
+        rows.append({"frozen_layers": int(depth), "cells": int(sizes[depth]), "task": float(mean),
+                     "low": float(mean - half), "high": float(mean + half)})  # fmt: skip
     return rows
 
 

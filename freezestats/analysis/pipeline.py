@@ -241,7 +241,7 @@ def analyze(
     blog_tasks = set(load_reference()["task"])
     for task in tasks:
         steps.run(task, grid[grid["task"] == task], compare_with_blog=task in blog_tasks)
-    _beside_the_freeze_model(steps, every, (all_grid, arm_grid), (n_bi, n_grouped, arm_note), tasks)
+    _beside_the_freeze_model(steps, tasks, every=every, all_grid=all_grid, arm_grid=arm_grid, arm_note=arm_note)
     if pooled:
         _pooled_tables(result, grid[grid["task"].isin(tasks)], options.response)
     result.warnings = list(dict.fromkeys(result.warnings))  # a reason met by two steps' shared input is said once
@@ -279,17 +279,19 @@ def _settings(
 
 def _beside_the_freeze_model(
     steps: TaskAnalysis,
-    every: pd.DataFrame,
-    grids: tuple[pd.DataFrame, pd.DataFrame],
-    set_aside: tuple[int, int, str | None],
     tasks: list[str],
+    *,
+    every: pd.DataFrame,
+    all_grid: pd.DataFrame,
+    arm_grid: pd.DataFrame,
+    arm_note: str | None,
 ) -> None:
-    """The tables of the rows the freeze model leaves out: task groups against their runs alone, the other arms,
-    and bi- against cross-encoded pairs. ``grids`` are every cross-encoded grid row and those trained alone;
-    ``set_aside`` the bi-encoded and grouped row counts and the arms' note."""
+    """The tables of the rows the freeze model leaves out: task groups against their runs alone (when
+    ``all_grid``, every cross-encoded grid row, has more than ``arm_grid``, those trained alone), the other arms
+    (``arm_note``), and bi- against cross-encoded pairs (when ``every`` row has bi-encoded ones)."""
     from freezestats import stats
 
-    (all_grid, arm_grid), (n_bi, n_grouped, arm_note) = grids, set_aside
+    n_bi, n_grouped = steps.result.settings["n_rows_bi"], steps.result.settings["n_rows_grouped"]
     warnings, options = steps.result.warnings, steps.options
     if n_grouped:
         _shared_encoder(steps.attempt, warnings, all_grid, tasks, options.response)
