@@ -31,11 +31,12 @@ import pandas as pd
 
 from freezestats.analysis.task import metric_failures
 from freezestats.analysis.task_metrics import apply_task_metrics
+from freezestats.exceptions import ModelFitError
 from freezestats.results.item_predictions import read_item_predictions
 from freezestats.stats.design.input_table import normalize_results
 from freezestats.stats.inference.noninferiority import default_margin
 from freezestats.stats.sequential import SequentialPlan, fixed_design, replay, replay_summary
-from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS
+from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS, check_spending
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "blog2020-minilm"
 TASK_METRICS = {"cola": "mcc"}
@@ -134,8 +135,12 @@ def main() -> None:
     parser.add_argument("--futility", type=float, default=None, help="conditional-power stop (default: one SE)")
     parser.add_argument("--seek", default="either", choices=("either", "noninferiority"))
     parser.add_argument("--futility-seeds", type=int, default=None, help="a futility-only look at this many seeds")
-    parser.add_argument("--spending", default="obrien_fleming", choices=SPENDING_FUNCTIONS)
+    parser.add_argument("--spending", default="obrien_fleming", metavar="|".join(SPENDING_FUNCTIONS))
     args = parser.parse_args()
+    try:
+        check_spending(args.spending)
+    except ModelFitError as error:
+        parser.error(str(error))
     started = time.perf_counter()
     results = pd.read_csv(args.example / "results.csv")
     items = read_item_predictions(args.example / "predictions.parquet")

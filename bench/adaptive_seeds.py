@@ -46,9 +46,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.sequential import SequentialPlan, fixed_design, replay
-from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS
+from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS, check_spending
 from freezestats.stats.simulation.realistic import (
     RealisticTask,
     blog_shaped,
@@ -310,12 +311,16 @@ def main() -> None:
     screen = "a futility-only look at this many seeds, before --min-seeds (default: none)"
     parser.add_argument("--futility-seeds", type=int, default=None, help=screen)
     spending = "how alpha is spent over the looks (default obrien_fleming)"
-    parser.add_argument("--spending", default=PLAN.spending, choices=SPENDING_FUNCTIONS, help=spending)
+    parser.add_argument("--spending", default=PLAN.spending, metavar="|".join(SPENDING_FUNCTIONS), help=spending)
     parser.add_argument("--first", type=int, default=0, help="the first study's index (default 0)")
     parser.add_argument("--fixed-seeds", default="2,4,6,8,10", help="the fixed designs' seeds, comma-separated")
     parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
+    try:
+        check_spending(args.spending)
+    except ModelFitError as error:
+        parser.error(str(error))
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
     plan = replace(PLAN, margin=args.margin, min_seeds=args.min_seeds, max_seeds=args.max_seeds,
                    futility=args.futility, seek=args.seek, futility_seeds=args.futility_seeds,

@@ -205,6 +205,10 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
     assert screened.adaptive.plan_kwargs()["futility_seeds"] == 2 and screened.adaptive.first_seeds == 2
     assert "futility_seeds" not in spec.to_dict()["adaptive"] and spec.adaptive.first_seeds == spec.adaptive.min_seeds
     assert type(screened).from_stored(screened.to_dict()).adaptive == screened.adaptive
+    # a Hwang-Shih-DeCani spending keeps its γ in its name, through the store and into the plan
+    hsd = parse_spec(_raw(tiny_model, budget=20, spending="hwang_shih_decani(-1.5)"))
+    assert hsd.adaptive.plan_kwargs()["spending"] == "hwang_shih_decani(-1.5)" and hsd.spec_hash != spec.spec_hash
+    assert SequentialPlan(**hsd.adaptive.plan_kwargs()).spending == "hwang_shih_decani(-1.5)"
 
 
 @pytest.mark.parametrize(
@@ -215,7 +219,9 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
         ({"margin": 0.05, "alpha": 0.7}, {}, "`adaptive.alpha` must be < 0.5"),
         ({"margin": 0.05, "min_seeds": 1}, {}, "`adaptive.min_seeds` must be >= 2"),
         ({"margin": 0.05, "min_seeds": 5, "max_seeds": 3}, {}, "`adaptive.max_seeds` must be >= `adaptive.min_seeds`"),
-        ({"margin": 0.05, "spending": "linear"}, {}, "`adaptive.spending` must be one of"),
+        ({"margin": 0.05, "spending": "linear"}, {}, "`adaptive.spending` must be 'obrien_fleming', 'pocock' or"),
+        ({"margin": 0.05, "spending": "hwang_shih_decani(x)"}, {}, "but got 'hwang_shih_decani(x)'"),
+        ({"margin": 0.05, "spending": "hwang_shih_decani(-41)"}, {}, "with γ a number in [-40, 40]"),
         ({"margin": 0.05, "futility": 0.6}, {}, "`adaptive.futility` (a conditional power) must be in (0, 0.5)"),
         ({"margin": 0.05, "seek": "inferior"}, {}, "`adaptive.seek` must be one of"),
         ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 3}, {}, "`adaptive.futility_seeds` must be < `adapt"),

@@ -27,6 +27,17 @@ def test_obrien_fleming_type_boundaries_match_the_published_values():
     assert np.round(boundaries(EQUAL_5, 0.025, "obrien_fleming"), 3).tolist() == published
 
 
+def test_hwang_shih_decani_boundaries_match_gsdesigns_default_and_span_the_two_named_ones():
+    # gsDesign's default one-sided design, gsDesign(k=5, test.type=1, alpha=0.025, sfu=sfHSD, sfupar=-4), as its
+    # vignette prints the upper bounds (two decimals); rpact's asHSD with gammaA = -4 gives 3.25267 ... 2.02532
+    published = [3.25, 2.99, 2.69, 2.37, 2.03]
+    assert np.round(boundaries(EQUAL_5, 0.025, "hwang_shih_decani(-4)"), 2).tolist() == published
+    # γ = 0 spends linearly; the first look's level rises with γ, from O'Brien-Fleming's towards Pocock's
+    assert spent(0.3, 0.05, "hwang_shih_decani(0)") == pytest.approx(0.015)
+    first = [spent(0.2, 0.025, k) for k in ("obrien_fleming", "hwang_shih_decani(-2)", "hwang_shih_decani(1)")]
+    assert first[0] < first[1] < first[2] == pytest.approx(spent(0.2, 0.025, "pocock"), rel=0.05)
+
+
 @pytest.mark.parametrize(
     ("name", "k", "constant"),
     [
@@ -45,7 +56,7 @@ def test_crossing_probability_of_the_published_constant_boundaries(name, k, cons
     assert crossing_probability(bounds, tuple(looks / k)) == pytest.approx(0.025, abs=2e-4)
 
 
-@pytest.mark.parametrize("kind", ["obrien_fleming", "pocock"])
+@pytest.mark.parametrize("kind", ["obrien_fleming", "pocock", "hwang_shih_decani(-1.5)", "hwang_shih_decani(2)"])
 @pytest.mark.parametrize("fractions", [EQUAL_5, (0.35, 0.5, 0.9, 1.0), (0.8, 0.95, 1.0)])
 def test_boundaries_spend_exactly_the_level(kind, fractions):
     for alpha in (0.001, 0.0125, 0.05):
@@ -100,6 +111,8 @@ def test_plan_looks_and_checks():
         SequentialPlan(margin=0.01, min_seeds=1)
     with pytest.raises(ModelFitError, match="spending"):
         SequentialPlan(margin=0.01, spending="haybittle")
+    with pytest.raises(ModelFitError, match=r"hwang_shih_decani\(γ\)' with γ a number"):
+        SequentialPlan(margin=0.01, spending="hwang_shih_decani()")
 
 
 def test_decisions_are_deterministic_and_have_the_contract_columns():

@@ -1,18 +1,19 @@
 """The Lan–DeMets boundaries of ``freezestats.stats.sequential.spending`` against R's rpact.
 
-Reference values: ``rpact::getDesignGroupSequential(kMax = K, alpha, sided = 1, typeOfDesign = "asOF" | "asP",
-informationRates)`` for every design of ``tests/data/sequential_designs.json`` (2 spending functions x 6 levels
-from 0.001 to 0.1 x 9 sets of information rates, 2 to 8 looks, equal and unequal, including the fractions a
-contrast with an item part gets, :math:`V(s) = a/s + b`), written by ``tests/data/sequential_reference.R`` and
+Reference values: ``rpact::getDesignGroupSequential(kMax = K, alpha, sided = 1, typeOfDesign = "asOF" | "asP" |
+"asHSD", informationRates[, gammaA])`` (Hwang-Shih-DeCani at gammaA = -2 and 1) for every design of
+``tests/data/sequential_designs.json`` (4 spending functions x 6 levels from 0.001 to 0.1 x 9 sets of information
+rates, 2 to 8 looks, equal and unequal, including the fractions a contrast with an item part gets,
+:math:`V(s) = a/s + b`), written by ``tests/data/sequential_reference.R`` and
 committed as ``tests/data/sequential_reference.json`` (R 4.2.2, rpact 3.3.4, Debian's ``r-cran-rpact``).
 
 Why these tolerances: rpact searches each boundary until the level it spends is within 1e-8 of the target
 (its ``alphaSpent`` at the last look reads ``alpha - 1e-8``), and our Simpson grid (Jennison & Turnbull's,
 r = 18) is accurate to a few 1e-8 in probability; at a level of 0.001 the boundary sits near z = 3.5, where
-1e-8 in probability is about 1e-5 in z. The largest difference on these 108 designs is 6.3e-5 in z (Pocock-type,
-alpha = 0.001, seven looks). Genz's integration of the same multivariate normal (scipy, abseps 1e-13) puts ours
-6.5e-8 below the target there and rpact's 3.2e-8 above it, so the difference is the two integrations' error,
-not a different design. The test allows 2e-4 in z.
+1e-8 in probability is about 1e-5 in z. The largest differences on these 216 designs are 6.3e-5 and 6.4e-5 in z
+(Pocock-type and Hwang-Shih-DeCani at 1, alpha = 0.001, seven looks). Genz's integration of the same multivariate
+normal (scipy, abseps 1e-13) puts ours 6.5e-8 below the target in the Pocock design and rpact's 3.2e-8 above it,
+so the difference is the two integrations' error, not a different design. The test allows 2e-4 in z.
 
 Where a look spends less than about 1e-14 (O'Brien–Fleming-type at a fraction of 0.1 or 0.15 and a small
 level), rpact writes an infinite boundary; ours is the finite z whose tail is that level (7.8 to 10.3 here).
@@ -62,7 +63,9 @@ def _critical_values(design: dict) -> np.ndarray:
 def _compare(reference: dict) -> float:
     """Check every design of ``reference`` against ours; returns the largest difference in z."""
     designs = reference["designs"]
-    assert len(designs) == 108  # 2 kinds x 6 levels x 9 sets of rates: a truncated output would pass otherwise
+    spec = json.loads((DATA / "sequential_designs.json").read_text())
+    expected = len(spec["kinds"]) * len(spec["alphas"]) * len(spec["information_rates"])
+    assert len(designs) == expected == 216  # 4 kinds x 6 levels x 9 rates: a truncated output would pass otherwise
     largest = 0.0
     for design in designs:
         rates = tuple(float(t) for t in design["information_rates"])

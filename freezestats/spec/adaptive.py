@@ -15,6 +15,7 @@ combined with, how the budget relates to the grid); a spec without the table sto
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +23,33 @@ from typing import Any
 from freezestats.spec.grid import GridSpec
 from freezestats.spec.parser import _Parser
 
-__all__ = ["SEEK", "SPENDING", "AdaptiveSpec", "parse_adaptive"]
+__all__ = ["SEEK", "SPENDING", "AdaptiveSpec", "parse_adaptive", "spending_gamma"]
 
-SPENDING = ("obrien_fleming", "pocock")
-"""How the error rate is spent over the looks: O'Brien-Fleming (strict early looks) or Pocock (even)."""
+SPENDING = ("obrien_fleming", "pocock", "hwang_shih_decani(γ)")
+"""How the error rate is spent over the looks: O'Brien-Fleming (strict early looks), Pocock (even), or the
+Hwang-Shih-DeCani family between them, its γ in brackets (-4 about O'Brien-Fleming, 1 about Pocock)."""
+_HSD = re.compile(r"hwang_shih_decani\((?P<gamma>[-+]?\d+(?:\.\d*)?)\)")
+_GAMMA_LIMIT = 40.0  # beyond it 1 - exp(-γ) spends all of the level at the first look or at the last
+
+
+def spending_gamma(name: str) -> float | None:
+    """The γ of ``"hwang_shih_decani(γ)"``, ``None`` for the two spending functions without one.
+
+    The one grammar of a spending name: the spec checks ``adaptive.spending`` with it and the statistics
+    (:mod:`freezestats.stats.sequential.spending`, a stage above) read γ with it. Any other name is a
+    ``ValueError`` whose message the caller prefixes with where the name came from.
+
+    >>> spending_gamma("hwang_shih_decani(-2)"), spending_gamma("pocock")
+    (-2.0, None)
+    """
+    if name in SPENDING[:2]:
+        return None
+    match = _HSD.fullmatch(name) if isinstance(name, str) else None
+    if match is None or abs(float(match["gamma"])) > _GAMMA_LIMIT:
+        raise ValueError(f"must be 'obrien_fleming', 'pocock' or 'hwang_shih_decani(γ)' with γ a number in "
+                         f"[-{_GAMMA_LIMIT:g}, {_GAMMA_LIMIT:g}], but got {name!r}")  # fmt: skip
+    return float(match["gamma"])
+
 
 SEEK = ("either", "noninferiority")
 """Which decision more seeds may be spent to reach: either one (non-inferior or inferior), or non-inferiority only
@@ -121,13 +145,22 @@ def parse_adaptive(p: _Parser, raw: Mapping[str, Any], grid: GridSpec, n_tasks: 
         max_seeds=max_seeds,
         seeds_per_round=p.integer(table.get("seeds_per_round", d.seeds_per_round), "adaptive.seeds_per_round", low=1),
         budget=None if budget is None else p.integer(budget, "adaptive.budget", low=1),
-        spending=p.choice(table.get("spending", d.spending), "adaptive.spending", SPENDING),
+        spending=_spending(p, table.get("spending", d.spending)),
         futility=_futility(p, table.get("futility")),
         seek=p.choice(table.get("seek", d.seek), "adaptive.seek", SEEK),
         futility_seeds=screen,
     )
     _check_grid(p, spec, grid, raw, n_tasks)
     return spec
+
+
+def _spending(p: _Parser, raw: Any) -> str:
+    """``adaptive.spending``: a name :func:`spending_gamma` reads."""
+    try:
+        spending_gamma(raw)
+    except ValueError as error:
+        raise p.fail(f"`adaptive.spending` {error}") from None
+    return raw
 
 
 def _futility(p: _Parser, raw: Any) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS
+from freezestats.stats.sequential.spending import check_spending
 
 __all__ = ["SequentialPlan"]
 
@@ -60,9 +60,7 @@ class SequentialPlan:
                                 f"{self.futility_seeds=}, {self.min_seeds=}.")  # fmt: skip
         if self.seek not in ("either", "noninferiority"):
             raise ModelFitError(f"SequentialPlan: seek must be 'either' or 'noninferiority', but got {self.seek!r}.")
-        if self.spending not in SPENDING_FUNCTIONS:
-            raise ModelFitError(f"SequentialPlan: spending must be one of {list(SPENDING_FUNCTIONS)}, but got "
-                                f"{self.spending!r}.")  # fmt: skip
+        check_spending(self.spending)
 
     def looks(self) -> tuple[int, ...]:
         """The paired-seed counts at which cells are decided: ``futility_seeds`` where set (the screening look),

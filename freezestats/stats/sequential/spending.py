@@ -12,11 +12,16 @@ where :math:`(Z_1, \dots, Z_K)` is multivariate normal with the canonical correl
 :math:`\operatorname{Corr}(Z_i, Z_j) = \sqrt{t_i / t_j}` (:math:`i \le j`). The looks need not be equally
 spaced nor planned: only the fractions reached so far enter look :math:`k`'s boundary.
 
-Two spending functions (one-sided level :math:`\alpha`):
+The spending functions (one-sided level :math:`\alpha`):
 
 * ``"obrien_fleming"``: :math:`\alpha(t) = 2 - 2\Phi(z_{1-\alpha/2}/\sqrt t)`, the O'Brien–Fleming-type: almost
   nothing is spent early, so the last look's boundary is close to the fixed design's;
-* ``"pocock"``: :math:`\alpha(t) = \alpha \ln(1 + (e - 1) t)`, the Pocock-type: nearly equal boundaries.
+* ``"pocock"``: :math:`\alpha(t) = \alpha \ln(1 + (e - 1) t)`, the Pocock-type: nearly equal boundaries;
+* ``"hwang_shih_decani(γ)"``: :math:`\alpha(t) = \alpha\,(1 - e^{-\gamma t}) / (1 - e^{-\gamma})` (Hwang, Shih &
+  DeCani 1990; :math:`\alpha t` at :math:`\gamma = 0`), the one-parameter family between the two: :math:`\gamma = -4`
+  spends about as O'Brien–Fleming does, :math:`\gamma = 1` about as Pocock does. It is there because an adaptive
+  study's two aims pull apart: the runs it saves grow with what early looks may spend, and so does the error the
+  early looks' few-df t tests add (``bench/adaptive_seeds.py`` measures both, per :math:`\gamma`).
 
 The probabilities are computed by the recursive numerical integration of Armitage, McPherson & Rowe (1969), on
 the grid and Simpson weights of Jennison & Turnbull (2000, ch. 19; the grid gsDesign uses): the sub-density of
@@ -30,7 +35,8 @@ boundaries; ``confseq`` is a C++ build whose confidence sequences are for bounde
 not for a Satterthwaite-t contrast. ``tests/test_stats_sequential.py`` checks these boundaries against the
 published O'Brien–Fleming-type spending boundaries and Jennison & Turnbull's Pocock and O'Brien–Fleming constants;
 ``tests/test_stats_sequential_r.py`` against R's rpact (``getDesignGroupSequential``, ``typeOfDesign = "asOF"`` and
-``"asP"``) on 108 designs, equal and unequal fractions, levels 0.001 to 0.1: within 6.3e-5 in z.
+``"asP"``, ``"asHSD"`` at γ = -2 and 1) on 216 designs, equal and unequal fractions, levels 0.001 to 0.1: within
+6.4e-5 in z.
 """
 
 from __future__ import annotations
@@ -41,11 +47,12 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from freezestats.exceptions import ModelFitError
+from freezestats.spec.adaptive import SPENDING, spending_gamma
 
-__all__ = ["SPENDING_FUNCTIONS", "boundaries", "crossing_probability", "spent"]
+__all__ = ["SPENDING_FUNCTIONS", "boundaries", "check_spending", "crossing_probability", "spent"]
 
-#: The spending functions by name, as the plan's ``spending`` names them.
-SPENDING_FUNCTIONS = ("obrien_fleming", "pocock")
+#: The spending functions by name, as the plan's ``spending`` names them; the last takes its γ in brackets.
+SPENDING_FUNCTIONS = SPENDING
 
 _GRID_R = 18  # Jennison & Turnbull's grid size (6r - 1 points before Simpson's midpoints); gsDesign's default
 _MIN_STEP = 1e-3  # a look that adds less than this information fraction adds nothing: it spends nothing more
@@ -61,7 +68,19 @@ def spent(t: np.ndarray | float, alpha: float, kind: str = "obrien_fleming") -> 
             return np.where(t > 0, 2.0 * special.ndtr(-z / np.sqrt(np.where(t > 0, t, 1.0))), 0.0)
     if kind == "pocock":
         return alpha * np.log1p((np.e - 1.0) * t)
-    raise ModelFitError(f"spending must be one of {list(SPENDING_FUNCTIONS)}, but got {kind!r}.")
+    gamma = check_spending(kind)
+    if gamma == 0:
+        return alpha * t
+    return alpha * np.expm1(-gamma * t) / np.expm1(-gamma)
+
+
+def check_spending(kind: str) -> float | None:
+    """``kind``'s γ for ``"hwang_shih_decani(γ)"``, ``None`` for the two without one; a one-line error for any other
+    name, so that a plan with a misspelt spending fails when it is built, not at its first look."""
+    try:
+        return spending_gamma(kind)
+    except ValueError as error:
+        raise ModelFitError(f"spending {error}.") from None
 
 
 def boundaries(fractions: tuple[float, ...], alpha: float, kind: str = "obrien_fleming") -> np.ndarray:
