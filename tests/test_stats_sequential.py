@@ -154,15 +154,26 @@ def test_next_seeds_names_the_open_cells_and_their_reference():
     assert next_seeds(decisions.assign(decision="inferior"), PLAN).empty
 
 
-def _first_look(se_item: float, futility: float | None = None) -> pd.DataFrame:
+def _first_look(se_item: float, futility: float | None = None, spending: str = "obrien_fleming") -> pd.DataFrame:
     """One comparison's decision at the first look (4 of at most 10 seeds): estimate -0.008 (margin 0.01), SE
     0.004, of which ``se_item`` is the items' part (it does not shrink with seeds)."""
-    plan = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=4, max_seeds=10, seeds_per_round=2, futility=futility)
+    plan = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=4, max_seeds=10, seeds_per_round=2, futility=futility,
+                          spending=spending)  # fmt: skip
     history = SequentialHistory([(100, 1)], plan, reference=0, population="task")
     contrast = pd.DataFrame({"train_size": [100], "frozen_layers": [1], "estimate": [-0.008], "se": [0.004],
                              "df": [30.0], "se_item": [se_item]})  # fmt: skip
     history.step(1, contrast)
     return history.table()
+
+
+def test_the_label_names_the_spending_function_and_its_bound_lies_between_the_named_two():
+    tables = {kind: _first_look(0.0, spending=kind) for kind in ("obrien_fleming", "hwang_shih_decani(-1)", "pocock")}
+    assert "Lan-DeMets O'Brien-Fleming-type spending" in tables["obrien_fleming"].loc[0, "procedure"]
+    assert "Lan-DeMets Hwang-Shih-DeCani (γ = -1) spending" in tables["hwang_shih_decani(-1)"].loc[0, "procedure"]
+    assert "Lan-DeMets Pocock-type spending" in tables["pocock"].loc[0, "procedure"]
+    # at the first look (fraction 0.4) γ = -1 spends more than O'Brien-Fleming and less than Pocock
+    lower = [tables[kind].loc[0, "lower"] for kind in tables]
+    assert lower[0] < lower[1] < lower[2]
 
 
 def test_a_cell_that_cannot_close_within_max_seeds_stops_and_gets_no_more_seeds():

@@ -103,6 +103,7 @@ def seeds_spent_section(inputs: ReportInputs, w: Any, items: pd.DataFrame | None
     if inputs.runs is None:
         return "The runs are not at hand (give --storage or --results), so how the seeds were spent is left out."
     from freezestats.stats.sequential import SequentialPlan, replay
+    from freezestats.stats.sequential.spending import spending_words
 
     sequential = SequentialPlan(**{k: v for k, v in plan.items() if k != "budget"})
     log = (inputs.study or {}).get("adaptive") or {}
@@ -124,7 +125,7 @@ def seeds_spent_section(inputs: ReportInputs, w: Any, items: pd.DataFrame | None
         caption = (
             f"{task}: seeds run per cell (train size × frozen layers) in the adaptive study, coloured by the cell's "
             f"decision against full fine-tuning (margin {plan['margin']:g} points of {inputs.metric_of(task)}, "
-            f"one-sided level {plan.get('alpha', 0.05):g}, {plan.get('spending', 'obrien_fleming')} spending); "
+            f"one-sided level {plan.get('alpha', 0.05):g}, {spending_words(sequential.spending)} spending); "
             f"rN: the round that decided it; dotted: max_seeds. The decisions speak of {population}."
         )
         name = f"{task}-seeds-spent"

@@ -52,6 +52,7 @@ from freezestats.stats.inference.graphical import depth_sequence_graph, graphica
 from freezestats.stats.inference.sequence import depth_rank
 from freezestats.stats.sequential.bounds import LookContrast, fractions_of, sequential_p, t_bound
 from freezestats.stats.sequential.plan import SequentialPlan
+from freezestats.stats.sequential.spending import spending_words
 
 __all__ = ["DECISIONS", "PROCEDURE", "SEQUENTIAL_COLUMNS", "SequentialHistory"]
 
@@ -62,7 +63,7 @@ DECISIONS = ("noninferior", "inferior", "open", "exhausted")
 PROCEDURE = (
     "graphical group-sequential procedure over the task (Maurer & Bretz 2013) on the depth-sequence graph "
     "(alpha split evenly over train sizes; within a size half to the shallowest depth, half shared by the deeper "
-    "ones, a shown depth passing its level on); Lan-DeMets {spending}-type spending per hypothesis at its local "
+    "ones, a shown depth passing its level on); Lan-DeMets {spending} spending per hypothesis at its local "
     "level, information from the contrast's variance (the items' part does not shrink with seeds); z boundaries "
     "read on the t scale at the Satterthwaite df; inferior and exhausted are non-binding stops ({futility})"
 )
@@ -164,7 +165,7 @@ class SequentialHistory:
 
     def table(self) -> pd.DataFrame:
         """One row per comparison (:data:`SEQUENTIAL_COLUMNS`), shallow to deep within each size."""
-        procedure = PROCEDURE.format(spending=self.plan.spending.replace("_", "-"), futility=self.plan.futility_rule())
+        procedure = PROCEDURE.format(spending=spending_words(self.plan.spending), futility=self.plan.futility_rule())
         frame = pd.DataFrame([self.rows[cell] for cell in self.cells])
         return frame.assign(margin=float(self.plan.margin), population=self.population,
                             procedure=procedure)[SEQUENTIAL_COLUMNS]  # fmt: skip

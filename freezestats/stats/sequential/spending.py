@@ -49,7 +49,7 @@ from scipy import optimize, special, stats
 from freezestats.exceptions import ModelFitError
 from freezestats.spec.adaptive import SPENDING, spending_gamma
 
-__all__ = ["SPENDING_FUNCTIONS", "boundaries", "check_spending", "crossing_probability", "spent"]
+__all__ = ["SPENDING_FUNCTIONS", "boundaries", "check_spending", "crossing_probability", "spending_words", "spent"]
 
 #: The spending functions by name, as the plan's ``spending`` names them; the last takes its γ in brackets.
 SPENDING_FUNCTIONS = SPENDING
@@ -81,6 +81,18 @@ def check_spending(kind: str) -> float | None:
         return spending_gamma(kind)
     except ValueError as error:
         raise ModelFitError(f"spending {error}.") from None
+
+
+def spending_words(kind: str) -> str:
+    """The spending function as a label says it, its γ written out.
+
+    >>> spending_words("obrien_fleming"), spending_words("hwang_shih_decani(-1)")
+    ("O'Brien-Fleming-type", 'Hwang-Shih-DeCani (γ = -1)')
+    """
+    gamma = check_spending(kind)
+    if gamma is not None:
+        return f"Hwang-Shih-DeCani (γ = {gamma:g})"
+    return {"obrien_fleming": "O'Brien-Fleming-type", "pocock": "Pocock-type"}[kind]
 
 
 def boundaries(fractions: tuple[float, ...], alpha: float, kind: str = "obrien_fleming") -> np.ndarray:
