@@ -26,7 +26,8 @@ from freezestats.stats import (
     estimated_marginal_means,
     fit_glmm,
 )
-from freezestats.stats.models.glmm import LAPLACE_METHOD, marginal_accuracy
+from freezestats.stats.models.glmm import LAPLACE_METHOD
+from freezestats.stats.models.glmm_accuracy import marginal_accuracy
 
 DATA = Path(__file__).resolve().parent / "data"
 

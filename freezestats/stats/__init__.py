@@ -34,7 +34,8 @@ from freezestats.stats.inference.task_power import seeds_needed, task_power
 from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.lee.operating_point import operating_point, relative_scores
 from freezestats.stats.lee.ratio_tests import lee_ratio_tests
-from freezestats.stats.models.glmm import GlmmFit, fit_glmm, marginal_accuracy
+from freezestats.stats.models.glmm import GlmmFit, fit_glmm
+from freezestats.stats.models.glmm_accuracy import marginal_accuracy
 from freezestats.stats.models.mixed import fit_mixed, interaction_test
 from freezestats.stats.models.mixed_fit import MixedFit
 from freezestats.stats.models.ols import OlsFit, fit_ols

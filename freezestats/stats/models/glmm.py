@@ -10,7 +10,7 @@ Scales. Everything in :class:`GlmmFit` (``fixed_effects``, ``params``, ``cov_par
 :func:`freezestats.stats.estimated_marginal_means`, :func:`~freezestats.stats.contrasts_vs_reference` and
 :func:`~freezestats.stats.equivalence_tests` applied to it) is on the **logit scale** and **conditional** on the
 random effects being zero, i.e. the log-odds of a typical seed's typical run. The accuracy to show is
-:func:`marginal_accuracy`, the population average over seeds and runs.
+:func:`~freezestats.stats.marginal_accuracy`, the population average over seeds and runs.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import patsy
-from scipy import stats
-from scipy.special import expit
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.design.model_frame import (
@@ -37,9 +35,8 @@ from freezestats.stats.design.model_frame import (
 )
 from freezestats.stats.models.laplace import LaplaceFit, fit_binomial_laplace
 from freezestats.stats.models.laplace_layout import RandomTerm
-from freezestats.stats.models.marginal import marginal_probability, marginal_probability_derivative
 
-__all__ = ["COUNT_COLUMNS", "LAPLACE_METHOD", "RUN_VARIANCES", "GlmmFit", "fit_glmm", "marginal_accuracy"]
+__all__ = ["COUNT_COLUMNS", "LAPLACE_METHOD", "RUN_VARIANCES", "GlmmFit", "fit_glmm"]
 
 LAPLACE_METHOD = "Laplace (glmer nAGQ=1)"
 """``GlmmFit.approximation`` and ``diagnostics.method``."""
@@ -55,7 +52,6 @@ COUNT_COLUMNS: dict[str, tuple[str, str]] = {
 """For each response: the (correct, scored) counts of the checkpoint it was measured on, in the results table."""
 
 _OPTIMIZER = "L-BFGS-B, then projected Newton (freezestats.stats.models.laplace)"
-_MARGINAL_NODES = 200  # Gauss-Hermite nodes: error < 1e-12 up to a total SD of 3, ~3e-10 at 4 (40 nodes: ~4e-6 at 3)
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,7 +63,7 @@ class GlmmFit:
     :func:`~freezestats.stats.equivalence_tests` accept it. They then work **on the logit scale** with a normal
     reference (Wald z, ``df = inf``): the "estimated marginal means" are *conditional* logits, the log-odds of a run
     whose seed and run effects are zero, not accuracies; contrasts are log odds ratios; an equivalence ``margin`` is
-    a log odds ratio. Show :func:`marginal_accuracy` as the accuracy of a cell.
+    a log odds ratio. Show :func:`~freezestats.stats.marginal_accuracy` as the accuracy of a cell.
 
     Attributes
     ----------
@@ -133,7 +129,7 @@ class GlmmFit:
         """Variance of the sum of the random effects of one run at ``train_size`` (logit scale).
 
         The seed variance, plus the run-level variance of that size (``per_size``) or of all runs (``pooled``),
-        plus the subset-draw variance when modelled: what :func:`marginal_accuracy` averages over.
+        plus the subset-draw variance when modelled: what :func:`~freezestats.stats.marginal_accuracy` averages over.
         """
         if train_size not in self.train_sizes:
             raise ModelFitError(
@@ -227,6 +223,38 @@ def _variance_table(fit: LaplaceFit) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["component", "variance", "sd", "train_size"])
 
 
+def _notes(prepared: _Prepared, fit: LaplaceFit, raw: list[str], counts: tuple[str, ...], response: str) -> list[str]:
+    """What the diagnostics warn of, in words: the library's warnings, a metric that is not the counts' accuracy,
+    few seeds, boundary fits and non-convergence (kept out of :func:`fit_glmm` so that the fit reads as one job)."""
+    notes = list(prepared.notes)
+    notes.extend(f"laplace: {message}" for message in raw)
+    if "metric" in prepared.frame.columns:
+        metrics = sorted({str(m) for m in prepared.frame["metric"].dropna().unique()} - {"accuracy"})
+        if metrics:
+            notes.append(
+                f"the metric of task {prepared.task!r} is {metrics[0]!r}, but the GLMM models the accuracy "
+                f"({counts[0]} / {counts[1]}) of the checkpoint that {response} selected, not the metric."
+            )
+    if prepared.n_seeds < _FEW_SEEDS:
+        notes.append(
+            f"only {prepared.n_seeds} seeds: the seed variance is estimated from {prepared.n_seeds} values, so z "
+            "intervals of cell logits and marginal accuracies are anti-conservative; contrasts within a train size, "
+            "which cancel the seed effect, are not affected."
+        )
+    for name in fit.boundary:
+        notes.append(
+            f"boundary (singular) fit: the {name} SD is estimated at 0 (below lme4's tolerance 1e-4 on the logit "
+            f"scale), so the data show no {name} variation beyond the binomial noise; the model is then the one "
+            "without this component, and intervals treat it as known to be 0."
+        )
+    if not fit.converged:
+        notes.append(
+            "the Laplace fit did not converge (see the laplace: warnings above): treat its estimates and standard "
+            "errors as unreliable."
+        )
+    return notes
+
+
 def fit_glmm(
     data: pd.DataFrame,
     response: str = "best_dev",
@@ -260,7 +288,7 @@ def fit_glmm(
         ``variance_components`` (``component, variance, sd, train_size``, logit scale), ``formula``,
         ``approximation`` and ``diagnostics``; usable with :func:`freezestats.stats.estimated_marginal_means`,
         :func:`~freezestats.stats.contrasts_vs_reference` and :func:`~freezestats.stats.equivalence_tests` on the
-        logit scale (z, ``df = inf``), and with :func:`marginal_accuracy` for accuracies.
+        logit scale (z, ``df = inf``), and with :func:`~freezestats.stats.marginal_accuracy` for accuracies.
 
     Raises
     ------
@@ -299,11 +327,11 @@ def fit_glmm(
 
     Inference: Wald z on the logit scale (glmer's ``summary``, emmeans' ``df = Inf`` for a GLMM). Contrasts within
     a train size cancel the seed effect and rest on the run variance of that size, estimated from many runs; cell
-    means (logits and :func:`marginal_accuracy`) also carry the seed variance, estimated from few seeds, so their
-    z intervals are anti-conservative with 5 seeds (the diagnostics say so).
+    means (logits and :func:`~freezestats.stats.marginal_accuracy`) also carry the seed variance, estimated from
+    few seeds, so their z intervals are anti-conservative with 5 seeds (the diagnostics say so).
 
     Scale: estimates are *conditional* log-odds (random effects at zero). The population-average accuracy of a
-    cell is pulled towards 0.5 from ``expit(logit)``; report :func:`marginal_accuracy`.
+    cell is pulled towards 0.5 from ``expit(logit)``; report :func:`~freezestats.stats.marginal_accuracy`.
 
     Missing data: runs missing the response or its counts are dropped (listwise deletion), as in
     :func:`fit_mixed`. When ``metric`` is not accuracy (e.g. Matthews correlation for CoLA) the counts still
@@ -339,32 +367,7 @@ def fit_glmm(
         fit = fit_binomial_laplace(successes, trials, x.to_numpy(dtype=float), terms)
     raw = [f"{w.category.__name__}: {w.message}" for w in caught] + list(fit.warnings)
 
-    notes = list(prepared.notes)
-    notes.extend(f"laplace: {message}" for message in raw)
-    if "metric" in prepared.frame.columns:
-        metrics = sorted({str(m) for m in prepared.frame["metric"].dropna().unique()} - {"accuracy"})
-        if metrics:
-            notes.append(
-                f"the metric of task {prepared.task!r} is {metrics[0]!r}, but the GLMM models the accuracy "
-                f"({counts[0]} / {counts[1]}) of the checkpoint that {response} selected, not the metric."
-            )
-    if prepared.n_seeds < _FEW_SEEDS:
-        notes.append(
-            f"only {prepared.n_seeds} seeds: the seed variance is estimated from {prepared.n_seeds} values, so z "
-            "intervals of cell logits and marginal accuracies are anti-conservative; contrasts within a train size, "
-            "which cancel the seed effect, are not affected."
-        )
-    for name in fit.boundary:
-        notes.append(
-            f"boundary (singular) fit: the {name} SD is estimated at 0 (below lme4's tolerance 1e-4 on the logit "
-            f"scale), so the data show no {name} variation beyond the binomial noise; the model is then the one "
-            "without this component, and intervals treat it as known to be 0."
-        )
-    if not fit.converged:
-        notes.append(
-            "the Laplace fit did not converge (see the laplace: warnings above): treat its estimates and standard "
-            "errors as unreliable."
-        )
+    notes = _notes(prepared, fit, raw, counts, response)
     singular = any("not positive definite" in message for message in fit.warnings)
 
     se = np.sqrt(np.diag(fit.cov_beta))
@@ -401,86 +404,4 @@ def fit_glmm(
         fixed_effects=fixed,
         variance_components=_variance_table(fit),
         diagnostics=diagnostics,
-    )
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Accuracies
-
-
-def marginal_accuracy(fit: GlmmFit, *, confidence: float = 0.95) -> pd.DataFrame:
-    r"""Accuracy of every (frozen_layers, train_size) cell from a GLMM: conditional and population-average.
-
-    :func:`freezestats.stats.estimated_marginal_means` of a :class:`GlmmFit` gives *conditional logits*
-    (the log-odds of a run whose seed and run effects are zero). This function gives accuracies; its ``marginal``
-    column, the expected accuracy of a new run of the cell, is the one to show as "accuracy".
-
-    Parameters
-    ----------
-    fit
-        A :class:`GlmmFit`.
-    confidence
-        Coverage of the interval.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per cell, sorted by ``train_size`` then ``frozen_layers`` (as ``estimated_marginal_means``), with
-
-        * ``frozen_layers``, ``train_size`` (int)
-        * ``conditional``: :math:`\operatorname{expit}(x'\hat\beta)`, the accuracy at random effects = 0 (a
-          typical seed's typical run); it is farther from 0.5 than the average run
-        * ``marginal``: :math:`E[\operatorname{expit}(x'\hat\beta + u)]`, :math:`u \sim N(0, \hat\sigma^2_{seed}
-          + \hat\sigma^2_{run,n} [+ \hat\sigma^2_{subset}])`, the population-average accuracy over seeds and
-          runs at that train size (:func:`~freezestats.stats.models.marginal.marginal_probability`, Gauss–Hermite)
-        * ``se``: delta-method standard error of ``marginal``, :math:`g'(\eta) \sqrt{x' \hat V x}` with
-          :math:`g' =` :func:`~freezestats.stats.models.marginal.marginal_probability_derivative`
-        * ``ci_low``, ``ci_high``: interval of ``marginal``
-
-    Raises
-    ------
-    ModelFitError
-        ``fit`` is not a :class:`GlmmFit`, or ``confidence`` is not in (0, 1).
-
-    Notes
-    -----
-    Interval: :math:`g(\eta) = E[\operatorname{expit}(\eta + u)]` is strictly increasing in :math:`\eta` (its
-    derivative :math:`E[p(1-p)]` is positive), so the interval is the Wald interval of the linear predictor,
-    :math:`x'\hat\beta \pm z\,\sqrt{x'\hat V x}`, transformed by :math:`g`: it always lies in (0, 1) and is
-    asymmetric near the bounds, unlike the delta-method interval ``marginal ± z se`` (which is never used; ``se`` is
-    reported for reference). Both hold the variance components at their estimates: the uncertainty of the SDs
-    moves ``marginal`` too (more the larger they are) and is not propagated, and the seed SD rests on few seeds,
-    so with 5 seeds the interval is anti-conservative.
-
-    Quadrature with 200 Gauss–Hermite nodes: error below 1e-12 for a total SD up to 3 on the logit scale, ~3e-10
-    at 4.
-    """
-    if not isinstance(fit, GlmmFit):
-        raise ModelFitError(f"marginal_accuracy needs a GlmmFit from fit_glmm, but got {type(fit).__name__}.")
-    if not 0 < confidence < 1:
-        raise ModelFitError(f"`confidence` must be in (0, 1), but got confidence={confidence!r}.")
-    cells = pd.DataFrame(
-        [(k, n) for n in fit.train_sizes for k in sorted(fit.frozen_levels)],
-        columns=["frozen_layers", "train_size"],
-    )
-    grid = pd.DataFrame(
-        {
-            "frozen_layers": pd.Categorical(cells["frozen_layers"], categories=list(fit.frozen_levels)),
-            "train_size": pd.Categorical(cells["train_size"], categories=list(fit.train_sizes)),
-        }
-    )
-    (rows,) = patsy.build_design_matrices([fit.design_info], grid)
-    rows = np.asarray(rows, dtype=float)
-    eta = rows @ fit.params
-    eta_se = np.sqrt(np.einsum("ij,jk,ik->i", rows, fit.cov_params, rows))
-    variance = np.array([fit.random_effect_variance(int(n)) for n in cells["train_size"]])
-    crit = stats.norm.ppf(0.5 + confidence / 2)
-    marginal = marginal_probability(eta, variance, _MARGINAL_NODES)
-    slope = marginal_probability_derivative(eta, variance, _MARGINAL_NODES)
-    return cells.assign(
-        conditional=expit(eta),
-        marginal=marginal,
-        se=slope * eta_se,
-        ci_low=marginal_probability(eta - crit * eta_se, variance, _MARGINAL_NODES),
-        ci_high=marginal_probability(eta + crit * eta_se, variance, _MARGINAL_NODES),
     )
