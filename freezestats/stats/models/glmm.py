@@ -33,9 +33,11 @@ from freezestats.stats.design.model_frame import (
     _prepare,
     _Prepared,
 )
+from freezestats.stats.models.glmm_counts import COUNT_COLUMNS, count_columns, run_counts
 from freezestats.stats.models.laplace import LaplaceFit, fit_binomial_laplace
 from freezestats.stats.models.laplace_layout import RandomTerm
 
+# COUNT_COLUMNS lives in glmm_counts; it is exported here too because fit_glmm's ``response`` is read against it
 __all__ = ["COUNT_COLUMNS", "LAPLACE_METHOD", "RUN_VARIANCES", "GlmmFit", "fit_glmm"]
 
 LAPLACE_METHOD = "Laplace (glmer nAGQ=1)"
@@ -43,13 +45,6 @@ LAPLACE_METHOD = "Laplace (glmer nAGQ=1)"
 
 RUN_VARIANCES: tuple[str, ...] = ("per_size", "pooled")
 """The run-level variance structures :func:`fit_glmm` fits."""
-
-COUNT_COLUMNS: dict[str, tuple[str, str]] = {
-    "final_dev": ("n_correct", "n_eval"),
-    "best_dev": ("n_correct_best", "n_eval"),
-    "heldout": ("n_correct_heldout", "n_eval_heldout"),
-}
-"""For each response: the (correct, scored) counts of the checkpoint it was measured on, in the results table."""
 
 _OPTIMIZER = "L-BFGS-B, then projected Newton (freezestats.stats.models.laplace)"
 
@@ -142,50 +137,6 @@ class GlmmFit:
 
 # --------------------------------------------------------------------------------------------------------------
 # Binomial GLMM
-
-
-def _has_values(data: pd.DataFrame, column: str) -> bool:
-    return column in data.columns and bool(data[column].notna().any())
-
-
-def _count_columns(data: pd.DataFrame, response: str) -> tuple[str, ...]:
-    """The count columns to validate with the response, or ``()`` to let ``_prepare`` refuse the input.
-
-    A count column is unavailable when it is absent or holds no value: :func:`freezestats.results.export.results_table`
-    writes every column of :data:`~freezestats.results.export.RESULT_COLUMNS`, so a study run before the runner stored
-    per-checkpoint counts gives empty ``n_correct_best`` / ``n_correct_heldout`` / ``n_eval_heldout`` columns.
-    """
-    if response not in COUNT_COLUMNS or not isinstance(data, pd.DataFrame):
-        return ()
-    counts = COUNT_COLUMNS[response]
-    missing = [c for c in counts if not _has_values(data, c)]
-    final_ok = all(_has_values(data, c) for c in COUNT_COLUMNS["final_dev"])
-    if missing and response != "final_dev" and final_ok:
-        raise ModelFitError(
-            f"fit_glmm(response={response!r}) models the correct counts of the checkpoint {response} was measured "
-            f"on, but the results table has no values in {missing} (tables from before the runner stored "
-            "per-checkpoint counts have only n_correct, the final checkpoint's), so fit response='final_dev' instead."
-        )
-    return counts
-
-
-def _counts(prepared: _Prepared, counts: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
-    correct, scored = counts
-    k = prepared.frame[correct].to_numpy(dtype=float)
-    n = prepared.frame[scored].to_numpy(dtype=float)
-    bad = (k < 0) | (k > n) | (n < 1) | (k != np.round(k)) | (n != np.round(n))
-    if bad.any():
-        raise ModelFitError(
-            f"`{correct}` must be an integer in 0..{scored} ({scored} >= 1), but {int(bad.sum())} runs of task "
-            f"{prepared.task!r} violate it (e.g. {correct}={k[bad][0]:g}, {scored}={n[bad][0]:g})."
-        )
-    if (k == 0).all() or (k == n).all():
-        raise ModelFitError(
-            f"every evaluation example of task {prepared.task!r} is "
-            f"{'wrong' if (k == 0).all() else 'correct'} in every run ({correct}), so a binomial model has nothing "
-            "to estimate."
-        )
-    return k, n
 
 
 def _random_terms(prepared: _Prepared, run_variance: str) -> list[RandomTerm]:
@@ -355,12 +306,12 @@ def fit_glmm(
     """
     if run_variance not in RUN_VARIANCES:
         raise ModelFitError(f"`run_variance` must be one of {list(RUN_VARIANCES)}, but got {run_variance=!r}.")
-    counts = _count_columns(data, response)
+    counts = count_columns(data, response)
     prepared = _prepare(
         data, response, task=task, include_failed=include_failed, caller="fit_glmm", extra_columns=counts
     )
     x = _design(prepared)
-    successes, trials = _counts(prepared, counts)
+    successes, trials = run_counts(prepared, counts)
     terms = _random_terms(prepared, run_variance)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
