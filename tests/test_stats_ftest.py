@@ -22,7 +22,8 @@ from scipy import stats
 import freezestats.stats.models.mixed_grouped as mixed_grouped
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed, interaction_test, simulate_results
-from freezestats.stats.comparisons.pooled_tasks import fit_pooled, task_interaction_test
+from freezestats.stats.comparisons.pooled_tasks import fit_pooled
+from freezestats.stats.comparisons.task_interaction import task_interaction_test
 from freezestats.stats.design.model_frame import _design, _prepare
 from freezestats.stats.inference.ftest import TEST_COLUMNS, bootstrap_lrt, f_test_ddf, grouped_model, wald_f_test
 from freezestats.stats.models.mixed_grouped import _random_terms

@@ -15,7 +15,8 @@ from scipy import stats
 import freezestats.stats.inference.ftest as ftest
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import simulate_results
-from freezestats.stats.comparisons.pooled_tasks import fit_pooled, task_interaction_test
+from freezestats.stats.comparisons.pooled_tasks import fit_pooled
+from freezestats.stats.comparisons.task_interaction import task_interaction_test
 from freezestats.stats.inference.ftest import TEST_COLUMNS
 
 SMALL = {"frozen_levels": (0, 2, 8, 12), "train_sizes": (50, 200, 1000)}

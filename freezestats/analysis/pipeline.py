@@ -352,7 +352,8 @@ def _check_options(options: AnalysisOptions) -> None:
 
 def _pooled_tables(result: Analysis, grid: pd.DataFrame, response: str) -> None:
     """``--pooled``: one model of every chosen task together, and the test that freezing acts alike in each."""
-    from freezestats.stats.comparisons.pooled_tasks import fit_pooled, task_interaction_test
+    from freezestats.stats.comparisons.pooled_tasks import fit_pooled
+    from freezestats.stats.comparisons.task_interaction import task_interaction_test
 
     try:
         fit = fit_pooled(grid, response)

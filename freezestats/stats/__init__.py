@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from freezestats.stats.comparisons.arm_levels import arm_answer, arm_contrasts, arm_noninferiority
-from freezestats.stats.comparisons.pooled_tasks import PooledFit, fit_pooled, task_interaction_test
+from freezestats.stats.comparisons.pooled_tasks import PooledFit, fit_pooled
+from freezestats.stats.comparisons.task_interaction import task_interaction_test
 from freezestats.stats.descriptive.reference import compare_with_reference, load_reference
 from freezestats.stats.descriptive.variance import cell_summary, seed_spread, spread_test
 from freezestats.stats.design.model_frame import FitDiagnostics, FixedEffectsFit
