@@ -26,7 +26,8 @@ from freezestats.stats.design.model_frame import FitDiagnostics, FixedEffectsFit
 from freezestats.stats.failures.rates import failure_rates, failure_summary, flag_failures
 from freezestats.stats.failures.trend import failure_model
 from freezestats.stats.inference.answer import noninferiority_answer
-from freezestats.stats.inference.emm import contrasts_vs_reference, equivalence_tests, estimated_marginal_means
+from freezestats.stats.inference.emm import contrasts_vs_reference, estimated_marginal_means
+from freezestats.stats.inference.equivalence import equivalence_tests
 from freezestats.stats.inference.noninferiority import default_margin, noninferiority_sequence, reference_beats_baseline
 from freezestats.stats.inference.paired import paired_contrasts
 from freezestats.stats.inference.power import power_by_simulation, seeds_for_power

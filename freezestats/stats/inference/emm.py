@@ -1,4 +1,5 @@
-r"""Estimated marginal means, contrasts against a reference depth, and equivalence tests, from a fitted model.
+r"""Estimated marginal means and contrasts against a reference depth, from a fitted model (equivalence tests of
+those contrasts: :mod:`.equivalence`).
 
 Every quantity here is a linear combination :math:`l'\beta` of the fixed effects of a :class:`MixedFit` or
 :class:`OlsFit` (anything implementing :class:`freezestats.stats.models.FixedEffectsFit`), with standard error
@@ -21,7 +22,7 @@ from freezestats.exceptions import ModelFitError
 from freezestats.stats.design.model_frame import FixedEffectsFit, standard_errors
 from freezestats.stats.inference.multitest import adjusted_t_tests
 
-__all__ = ["contrasts_vs_reference", "equivalence_tests", "estimated_marginal_means"]
+__all__ = ["contrasts_vs_reference", "estimated_marginal_means"]
 
 _ADJUST = ("holm", "bonferroni", "dunnett", "none")
 # Multivariate t / normal probabilities by Genz's randomised quasi-Monte Carlo: fixed seed (repeatable results)
@@ -317,90 +318,4 @@ def contrasts_vs_reference(
         p_val=tests["p_val"],
         p_adj=tests["p_adj"],
         adjust=adjust,
-    )
-
-
-def equivalence_tests(
-    fit: FixedEffectsFit,
-    margin: float,
-    reference: int = 0,
-    alpha: float = 0.05,
-) -> pd.DataFrame:
-    r"""Two one-sided tests (TOST): is each frozen level within ``± margin`` of the reference, per train size?
-
-    Parameters
-    ----------
-    fit
-        A :class:`~freezestats.stats.models.MixedFit` or :class:`~freezestats.stats.models.OlsFit`.
-    margin
-        Equivalence margin on the response scale (e.g. ``0.01`` = one accuracy point); must be > 0 and chosen
-        before looking at the data.
-    reference
-        The frozen level to compare with; default 0 (full fine-tuning).
-    alpha
-        Level of each one-sided test.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (train_size, frozen level other than the reference), sorted like
-        :func:`contrasts_vs_reference`, with columns
-
-        * ``train_size``, ``frozen_layers``, ``reference`` (int)
-        * ``estimate``, ``se``, ``df``: the difference ``frozen_layers - reference`` as in
-          :func:`contrasts_vs_reference`
-        * ``lower_p``: p value of :math:`H_0: \Delta \le -m` (upper tail of :math:`(\hat\Delta + m)/se`)
-        * ``upper_p``: p value of :math:`H_0: \Delta \ge m` (lower tail of :math:`(\hat\Delta - m)/se`)
-        * ``p_val``: ``max(lower_p, upper_p)``, the TOST p value
-        * ``equivalent``: ``p_val < alpha``
-        * ``margin``: ``m``
-        * ``ci90_low``, ``ci90_high``: the :math:`1 - 2\alpha` interval (90% at the default ``alpha``);
-          ``equivalent`` holds exactly when it lies inside ``(-m, m)``
-
-    Raises
-    ------
-    ModelFitError
-        ``margin <= 0``, ``alpha`` not in (0, 0.5), ``reference`` not a level, or a fit without covariance.
-
-    Notes
-    -----
-    Schuirmann's TOST with the model's standard error and df (Satterthwaite for the mixed model). No
-    multiplicity adjustment: each row answers its own question at level ``alpha`` (TOST is an
-    intersection-union test, so a single equivalence claim needs no adjustment; a claim about *all* depths at
-    once would). In the two-group case with classical OLS (``fit_ols(..., cov_type="nonrobust")``) it equals
-    ``statsmodels.stats.weightstats.ttost_ind(..., usevar="pooled")``; for the mixed model it equals emmeans'
-    ``test(..., delta = m, side = "equivalence")``.
-
-    References
-    ----------
-    Schuirmann, D. J. (1987). A comparison of the two one-sided tests procedure and the power approach for
-    assessing the equivalence of average bioavailability. *J. Pharmacokinet. Biopharm.* 15(6), 657-680.
-    Lakens, D. (2017). Equivalence tests: a practical primer for t tests, correlations, and meta-analyses.
-    *Social Psychological and Personality Science* 8(4), 355-362.
-    """
-    fit = _check_fit(fit, "equivalence_tests")
-    if not margin > 0:
-        raise ModelFitError(
-            f"`margin` must be > 0 (the largest difference you would call negligible, on the response scale), "
-            f"but got margin={margin!r}."
-        )
-    if not 0 < alpha < 0.5:
-        raise ModelFitError(f"`alpha` must be in (0, 0.5), but got alpha={alpha!r}.")
-    table, rows = _reference_rows(fit, reference, "equivalence_tests")
-    estimate, se, df = _estimate(fit, rows)
-    lower_p = stats.t.sf((estimate + margin) / se, df)
-    upper_p = stats.t.cdf((estimate - margin) / se, df)
-    p_val = np.maximum(lower_p, upper_p)
-    crit = stats.t.ppf(1 - alpha, df)
-    return table.assign(
-        estimate=estimate,
-        se=se,
-        df=df,
-        lower_p=lower_p,
-        upper_p=upper_p,
-        p_val=p_val,
-        equivalent=p_val < alpha,
-        margin=float(margin),
-        ci90_low=estimate - crit * se,
-        ci90_high=estimate + crit * se,
     )
