@@ -12,7 +12,8 @@ from scipy.stats import binom, binomtest, chi2, norm
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.firth import _firth_hessian, _firth_point, fit_firth
-from freezestats.stats.failures.rates import failure_model, failure_rates, failure_summary, flag_failures
+from freezestats.stats.failures.rates import failure_model, failure_rates, flag_failures
+from freezestats.stats.failures.summary import failure_summary
 
 SIZES = (50, 100, 200, 500, 1000)
 DEPTHS = (-1, 0, 2, 4, 8, 10, 12)

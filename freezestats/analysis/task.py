@@ -202,7 +202,7 @@ def metric_failures(runs: pd.DataFrame, response: str) -> tuple[pd.Series, str]:
 def _failure_summary(runs: pd.DataFrame, response: str, rule: str) -> pd.DataFrame:
     """Per cell: P(fail) (Wilson), the mean of healthy runs and of all runs; ``runs["failed"]`` is already judged
     on the checkpoint the analysed metric scores, by ``rule`` (:func:`metric_failures`)."""
-    from freezestats.stats.failures.rates import failure_summary
+    from freezestats.stats.failures.summary import failure_summary
 
     return failure_summary(runs, runs["failed"], response=response).assign(
         rule=rule, checkpoint=CHECKPOINT_OF[response]

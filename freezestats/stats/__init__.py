@@ -23,7 +23,8 @@ from freezestats.stats.comparisons.task_interaction import task_interaction_test
 from freezestats.stats.descriptive.reference import compare_with_reference, load_reference
 from freezestats.stats.descriptive.variance import cell_summary, seed_spread, spread_test
 from freezestats.stats.design.model_frame import FitDiagnostics, FixedEffectsFit
-from freezestats.stats.failures.rates import failure_rates, failure_summary, flag_failures
+from freezestats.stats.failures.rates import failure_rates, flag_failures
+from freezestats.stats.failures.summary import failure_summary
 from freezestats.stats.failures.trend import failure_model
 from freezestats.stats.inference.answer import noninferiority_answer
 from freezestats.stats.inference.emm import contrasts_vs_reference, estimated_marginal_means
