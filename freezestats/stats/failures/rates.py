@@ -93,18 +93,23 @@ def failure_rates(data: pd.DataFrame, task: str | None = None, confidence: float
     .. [2] Brown, L. D., Cai, T. T., & DasGupta, A. (2001). Interval estimation for a binomial
        proportion. *Statistical Science*, 16(2), 101–133.
     """
-    from statsmodels.stats.proportion import proportion_confint
 
     level = check_confidence(confidence, "failure_rates")
     frame = _failure_frame(data, task, single_task=False, caller="failure_rates")
     out = frame.groupby(CELL, sort=True)["failed"].agg(n="count", n_failed="sum").reset_index()
-    out["n"] = out["n"].astype(np.int64)
-    out["n_failed"] = out["n_failed"].astype(np.int64)
-    out["rate"] = out["n_failed"] / out["n"]
+    return with_wilson_rate(out, level, "rate")[RATE_COLUMNS]
+
+
+def with_wilson_rate(counts: pd.DataFrame, level: float, rate: str) -> pd.DataFrame:
+    """``counts`` (its ``n`` and ``n_failed`` per cell) with the failure proportion in column ``rate`` and its
+    Wilson interval in ``ci_low, ci_high`` (statsmodels' ``proportion_confint``); shared by the rates table and
+    :func:`~freezestats.stats.failures.summary.failure_summary`, so both intervals are the same."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    out = counts.astype({"n": np.int64, "n_failed": np.int64})
+    out[rate] = out["n_failed"] / out["n"]
     low, high = proportion_confint(out["n_failed"], out["n"], alpha=1.0 - level, method="wilson")
-    out["ci_low"] = np.asarray(low, dtype=float)
-    out["ci_high"] = np.asarray(high, dtype=float)
-    return out[RATE_COLUMNS]
+    return out.assign(ci_low=np.asarray(low, dtype=float), ci_high=np.asarray(high, dtype=float))
 
 
 def flag_failures(

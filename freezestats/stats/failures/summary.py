@@ -12,6 +12,7 @@ import pandas as pd
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.design.checks import CELL, _as_flag, check_confidence, prepare
+from freezestats.stats.failures.rates import with_wilson_rate
 
 __all__ = ["failure_summary"]
 
@@ -69,8 +70,6 @@ def failure_summary(
     missing flag or response are dropped (listwise deletion). The Wilson interval treats the runs of a cell as
     independent, which they are when each run has its own seed.
     """
-    from statsmodels.stats.proportion import proportion_confint
-
     level = check_confidence(confidence, "failure_summary")
     if not isinstance(table, pd.DataFrame):
         raise ModelFitError(
@@ -101,13 +100,7 @@ def failure_summary(
         )
         .reset_index()
     )
-    out["n"] = out["n"].astype(np.int64)
-    out["n_failed"] = out["n_failed"].astype(np.int64)
-    out["p_fail"] = out["n_failed"] / out["n"]
-    low, high = proportion_confint(out["n_failed"], out["n"], alpha=1.0 - level, method="wilson")
-    out["ci_low"] = np.asarray(low, dtype=float)
-    out["ci_high"] = np.asarray(high, dtype=float)
-    return out[SUMMARY_COLUMNS]
+    return with_wilson_rate(out, level, "p_fail")[SUMMARY_COLUMNS]
 
 
 def _aligned_flags(table: pd.DataFrame, failed: pd.Series | np.ndarray) -> pd.Series:
