@@ -19,9 +19,10 @@ The spending functions (one-sided level :math:`\alpha`):
 * ``"pocock"``: :math:`\alpha(t) = \alpha \ln(1 + (e - 1) t)`, the Pocock-type: nearly equal boundaries;
 * ``"hwang_shih_decani(γ)"``: :math:`\alpha(t) = \alpha\,(1 - e^{-\gamma t}) / (1 - e^{-\gamma})` (Hwang, Shih &
   DeCani 1990; :math:`\alpha t` at :math:`\gamma = 0`), the one-parameter family between the two: :math:`\gamma = -4`
-  spends about as O'Brien–Fleming does, :math:`\gamma = 1` about as Pocock does. It is there because an adaptive
-  study's two aims pull apart: the runs it saves grow with what early looks may spend, and so does the error the
-  early looks' few-df t tests add (``bench/adaptive_seeds.py`` measures both, per :math:`\gamma`).
+  spends about as O'Brien–Fleming does, :math:`\gamma = 1` about as Pocock does. It was added to trade the runs
+  an adaptive study saves against its error. Measured (``bench/adaptive_seeds.py``, README), the runs hardly move
+  between :math:`\gamma = -3` and Pocock, and the error at the margin did not fall with :math:`\gamma`: it comes
+  from the few-seed contrasts themselves (``bench/adaptive_null_claims.py``), which no spending function mends.
 
 The probabilities are computed by the recursive numerical integration of Armitage, McPherson & Rowe (1969), on
 the grid and Simpson weights of Jennison & Turnbull (2000, ch. 19; the grid gsDesign uses): the sub-density of
