@@ -25,7 +25,7 @@ from pathlib import Path
 
 import flops
 
-from freezestats.stats.sequential import SequentialPlan, replay
+from freezestats.stats.sequential import SequentialPlan, decisions, replay
 from freezestats.stats.simulation.realistic import blog_shaped, null_at_margin, realistic_task, simulate_realistic
 
 _SPEC = importlib.util.spec_from_file_location("adaptive_seeds", Path(__file__).with_name("adaptive_seeds.py"))
@@ -34,6 +34,12 @@ _SPEC.loader.exec_module(seeds_bench)  # the null studies and the failure flags 
 
 MARGIN = 0.03
 _SHOWN = ["study", "train_size", "frozen_layers", "round", "seeds", "estimate", "lower", "alpha"]
+
+
+def _start(rates: str, *tasks: object) -> None:
+    """A pool worker: the adaptive bench's scenarios and plan, and the looks' failure-rate model."""
+    decisions.SEQUENTIAL_FAILURE_RATES = rates  # read by the looks at call time
+    seeds_bench._start(*tasks)
 
 
 def null_claims(index: int) -> list[dict]:
@@ -52,20 +58,25 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--studies", type=int, default=48)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--min-seeds", type=int, default=4, help="seeds at the first test (default 4)")
+    rates = "the looks' failure part: Wilson-MOVER (pooled, what the looks use) or the joint draws (pooled_joint)"
+    parser.add_argument("--failure-rates", default="pooled", choices=("pooled", "pooled_joint"), help=rates)
     simulated = "seeds simulated a cell: as adaptive_seeds.py's run did (24 for its fixed designs up to 24 seeds)"
     parser.add_argument("--simulated-seeds", type=int, default=24, help=simulated)
     parser.add_argument("--output", default=None, help="also write the claims as JSON here")
     args = parser.parse_args()
-    plan = SequentialPlan(margin=MARGIN, min_seeds=4, max_seeds=20, seeds_per_round=2, spending=args.spending,
-                          futility=0.1, seek="noninferiority", futility_seeds=2)  # fmt: skip
+    plan = SequentialPlan(margin=MARGIN, min_seeds=args.min_seeds, max_seeds=20, seeds_per_round=2,
+                          spending=args.spending, futility=0.1, seek="noninferiority", futility_seeds=2)  # fmt: skip
     base = replace(blog_shaped(), seeds=max(args.simulated_seeds, plan.max_seeds))
     tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), plan, (plan.min_seeds,))
     started = time.perf_counter()
-    with multiprocessing.Pool(args.processes, initializer=seeds_bench._start, initargs=tasks) as pool:
+    with multiprocessing.Pool(args.processes, initializer=_start, initargs=(args.failure_rates, *tasks)) as pool:
         claims = [c for found in pool.map(null_claims, range(args.first, args.first + args.studies)) for c in found]
-    print(f"bench/adaptive_null_claims.py: {args.spending} spending, null studies {args.first}-"
-          f"{args.first + args.studies - 1}; {flops.cpu_name()}, python {platform.python_version()}, "
-          f"{args.processes} process(es), {time.perf_counter() - started:.0f} s")  # fmt: skip
+    print(f"bench/adaptive_null_claims.py: {args.spending} spending, first test at {plan.min_seeds} seeds, "
+          f"failure part {args.failure_rates}, "
+          f"null studies {args.first}-{args.first + args.studies - 1}; {flops.cpu_name()}, "
+          f"python {platform.python_version()}, {args.processes} process(es), "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
     print(f"studies with a claim: {len({c['study'] for c in claims})} of {args.studies}; claims (truth -{MARGIN}):")
     print("  " + "  ".join(f"{name:>13}" for name in _SHOWN))
     for c in claims:  # floats to 4 decimals, counts as they are

@@ -14,7 +14,7 @@ from scipy import stats
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import SequentialPlan, next_seeds, replay, replay_summary, sequential_decisions
 from freezestats.stats.sequential import SEQUENTIAL_COLUMNS, boundaries, crossing_probability, spent
-from freezestats.stats.sequential.bounds import fractions_of
+from freezestats.stats.sequential.bounds import LookContrast, fractions_of, lower_bound, sequential_p
 from freezestats.stats.sequential.history import SequentialHistory
 
 EQUAL_5 = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -84,6 +84,37 @@ def test_information_fractions_stop_growing_where_the_items_dominate():
     assert seeds_only == pytest.approx((0.25, 0.5, 0.75))
     items_heavy = fractions_of(0.02, 0.019, (2, 4, 6), 8)
     assert items_heavy[0] > 0.8 and items_heavy == tuple(sorted(items_heavy))
+
+
+def test_a_look_reads_the_failure_parts_lower_side_at_its_own_level():
+    # The ladder says the lower side at 0.1% is twice the 95% side scaled (a failure rate's long upper tail): the
+    # look's bound at a local level of 0.001 must read it there, not extrapolate the 95% side.
+    fractions = (1.0,)
+    plain = LookContrast(0.01, 0.01, float("inf"), fractions)
+    ladder = ((0.001, 0.02, float("inf")), (0.025, 0.01, float("inf")))
+    skewed = replace(plain, ladder=ladder)
+    assert lower_bound(plain, 0.001, "obrien_fleming") == pytest.approx(0.01 - stats.norm.isf(0.001) * 0.01)
+    assert lower_bound(skewed, 0.001, "obrien_fleming") == pytest.approx(0.01 - stats.norm.isf(0.001) * 0.02)
+    assert lower_bound(skewed, 0.025, "obrien_fleming") == pytest.approx(lower_bound(plain, 0.025, "obrien_fleming"))
+    # margin 3 points: the plain look rejects at 0.001 (bound -0.021), the skewed one does not (-0.052)
+    assert (
+        sequential_p(plain, 0.03, 0.05, "obrien_fleming") < 0.001 < sequential_p(skewed, 0.03, 0.05, "obrien_fleming")
+    )
+
+
+def test_a_looks_decision_reads_the_contrasts_ladder():
+    # One comparison, one look with the whole level (one-sided 0.05) there: the plain side's bound is
+    # 0.01 - 1.645 * 0.01 > -0.03, a claim; the ladder's side at 0.05 is three times as long, no claim.
+    plan = SequentialPlan(margin=0.03, alpha=0.05, min_seeds=4, max_seeds=4, seeds_per_round=2)
+    row = {"train_size": 100, "frozen_layers": 4, "estimate": 0.01, "se": 0.01, "df": 1e6, "se_item": 0.0,
+           "se_lower": 0.01, "df_lower": 1e6, "se_upper": 0.01, "df_upper": 1e6}  # fmt: skip
+    long_tail = tuple((a, 0.03, 1e6) for a in (0.001, 0.005, 0.01, 0.025, 0.05))
+    decisions = []
+    for ladder in (None, long_tail):
+        history = SequentialHistory([(100, 4)], plan, 0, "task")
+        history.step(plan.look_of(4), pd.DataFrame([{**row, "lower_tail": ladder}]))
+        decisions.append(history.table()["decision"].iloc[0])
+    assert decisions == ["noninferior", "exhausted"]
 
 
 def _study(rng: int, effects: dict[tuple[int, int], float], seeds: int = 9, sd: float = 0.01) -> pd.DataFrame:

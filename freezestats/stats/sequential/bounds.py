@@ -32,21 +32,26 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
+from freezestats.stats.inference.tail_matched import Ladder, matched_lower, matched_p_value
 from freezestats.stats.sequential.spending import boundaries
 
-__all__ = ["LookContrast", "fractions_of", "sequential_p", "t_bound"]
+__all__ = ["LookContrast", "fractions_of", "lower_bound", "sequential_p", "t_bound"]
 
 _FLOOR = 1e-10  # the smallest level a sequential p value resolves
 
 
 @dataclass(frozen=True)
 class LookContrast:
-    """One contrast's numbers at one look, the side a bound reads: estimate, SE and df, and the fractions."""
+    """One contrast's numbers at one look, the side a bound reads: estimate, SE and df, and the fractions; for
+    the lower side of a two-part contrast also its ladder (:mod:`~freezestats.stats.inference.tail_matched`), the
+    side read at each one-sided level, since a look tests at 0.001-0.005 where the failure part's tail is longer
+    than its 95% side scaled."""
 
     estimate: float
     se: float
     df: float
     fractions: tuple[float, ...]
+    ladder: Ladder | None = None
 
 
 def fractions_of(se: float, se_item: float, counts: tuple[int, ...], max_seeds: int) -> tuple[float, ...]:
@@ -72,6 +77,13 @@ def t_bound(look: LookContrast, level: float, kind: str) -> float:
     return float(-special.stdtrit(look.df, special.ndtr(-c)))  # t.isf(p, df), without scipy.stats' overhead
 
 
+def lower_bound(look: LookContrast, level: float, kind: str) -> float:
+    """The look's one-sided lower bound for a sequential test at ``level``: at the boundary's nominal level
+    :math:`1 - \\Phi(c_j)`, with the ladder's side there where the look has one."""
+    nominal = float(special.ndtr(-boundaries(look.fractions, level, kind)[-1]))
+    return matched_lower(look.estimate, nominal, look.se, look.df, look.ladder)
+
+
 def sequential_p(look: LookContrast, margin: float, alpha: float, kind: str) -> float:
     """The smallest level at which the look's one-sided bound clears ``-margin``; 1 where even ``alpha`` does not.
 
@@ -79,10 +91,16 @@ def sequential_p(look: LookContrast, margin: float, alpha: float, kind: str) -> 
     :math:`a` grows, so the set of levels that clear the margin is an interval :math:`[p, \\alpha]`: the graph
     (:func:`~freezestats.stats.inference.graphical.graphical_test`) then rejects exactly when :math:`p \\le w\\alpha`,
     with the same bound the table prints. Levels above ``alpha`` are never asked for (no weight exceeds 1).
+    The look rejects at nominal level :math:`\\Phi(-c_j)` exactly when the fixed test's p value (with the ladder:
+    :func:`~freezestats.stats.inference.tail_matched.matched_p_value`) is at most that level, so the search runs on
+    that p value's z.
     """
     if not (np.isfinite(look.se) and look.se > 0):
         return 1.0
-    tail = special.stdtr(look.df, -(look.estimate + margin) / look.se)  # t.sf
+    if look.ladder:
+        tail = matched_p_value(look.estimate, margin, look.se, look.df, look.ladder)
+    else:
+        tail = special.stdtr(look.df, -(look.estimate + margin) / look.se)  # t.sf
     z = -special.ndtri(tail) if tail > 0 else np.inf
 
     def gap(log_level: float) -> float:

@@ -50,7 +50,7 @@ from scipy import special
 
 from freezestats.stats.inference.graphical import depth_sequence_graph, graphical_test
 from freezestats.stats.inference.sequence import depth_rank
-from freezestats.stats.sequential.bounds import LookContrast, fractions_of, sequential_p, t_bound
+from freezestats.stats.sequential.bounds import LookContrast, fractions_of, lower_bound, sequential_p, t_bound
 from freezestats.stats.sequential.plan import SequentialPlan
 from freezestats.stats.sequential.spending import spending_words
 
@@ -149,7 +149,7 @@ class SequentialHistory:
         plan = self.plan
         low, high = sides
         spread = np.isfinite(low.se) and low.se > 0 and np.isfinite(high.se) and high.se > 0
-        lower = low.estimate - t_bound(low, level, plan.spending) * low.se if spread else np.nan
+        lower = lower_bound(low, level, plan.spending) if spread else np.nan
         upper = high.estimate + t_bound(high, level, plan.spending) * high.se if spread else np.nan
         last = seeds >= plan.max_seeds
         if rejected and spread:
@@ -187,7 +187,9 @@ def _sides(contrast: dict, counts: tuple[int, ...], max_seeds: int) -> tuple[Loo
         se = float(contrast.get(f"se_{side}", contrast["se"]))
         df = float(contrast.get(f"df_{side}", contrast["df"]))
         fractions = fractions_of(se, item, counts, max_seeds) if np.isfinite(se) and se > 0 else (1.0,) * len(counts)
-        out.append(LookContrast(estimate, se, df, fractions))
+        ladder = contrast.get("lower_tail") if side == "lower" else None  # None or NaN where no failure part
+        ladder = tuple(map(tuple, ladder)) if isinstance(ladder, (tuple, list, np.ndarray)) and len(ladder) else None
+        out.append(LookContrast(estimate, se, df, fractions, ladder))
     return out[0], out[1]
 
 
