@@ -25,7 +25,7 @@ from pathlib import Path
 
 import flops
 
-from freezestats.stats.sequential import SequentialPlan, decisions, replay
+from freezestats.stats.sequential import SequentialPlan, replay
 from freezestats.stats.simulation.realistic import blog_shaped, null_at_margin, realistic_task, simulate_realistic
 
 _SPEC = importlib.util.spec_from_file_location("adaptive_seeds", Path(__file__).with_name("adaptive_seeds.py"))
@@ -34,12 +34,6 @@ _SPEC.loader.exec_module(seeds_bench)  # the null studies and the failure flags 
 
 MARGIN = 0.03
 _SHOWN = ["study", "train_size", "frozen_layers", "round", "seeds", "estimate", "lower", "alpha"]
-
-
-def _start(rates: str, *tasks: object) -> None:
-    """A pool worker: the adaptive bench's scenarios and plan, and the looks' failure-rate model."""
-    decisions.SEQUENTIAL_FAILURE_RATES = rates  # read by the looks at call time
-    seeds_bench._start(*tasks)
 
 
 def null_claims(index: int) -> list[dict]:
@@ -68,9 +62,10 @@ def main() -> None:
     plan = SequentialPlan(margin=MARGIN, min_seeds=args.min_seeds, max_seeds=20, seeds_per_round=2,
                           spending=args.spending, futility=0.1, seek="noninferiority", futility_seeds=2)  # fmt: skip
     base = replace(blog_shaped(), seeds=max(args.simulated_seeds, plan.max_seeds))
-    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), plan, (plan.min_seeds,))
+    tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), plan, (plan.min_seeds,),
+             args.failure_rates)  # fmt: skip
     started = time.perf_counter()
-    with multiprocessing.Pool(args.processes, initializer=_start, initargs=(args.failure_rates, *tasks)) as pool:
+    with multiprocessing.Pool(args.processes, initializer=seeds_bench._start, initargs=tasks) as pool:
         claims = [c for found in pool.map(null_claims, range(args.first, args.first + args.studies)) for c in found]
     print(f"bench/adaptive_null_claims.py: {args.spending} spending, first test at {plan.min_seeds} seeds, "
           f"failure part {args.failure_rates}, "

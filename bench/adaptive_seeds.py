@@ -48,7 +48,7 @@ import pandas as pd
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.failures.rates import flag_failures
-from freezestats.stats.sequential import SequentialPlan, fixed_design, replay
+from freezestats.stats.sequential import SequentialPlan, decisions, fixed_design, replay
 from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS, check_spending
 from freezestats.stats.simulation.realistic import (
     RealisticTask,
@@ -115,23 +115,30 @@ def _null_row(index: int, r: Any, fixed_null: dict[int, pd.DataFrame]) -> dict:
             **claims}  # fmt: skip
 
 
-def _start(alternative: RealisticTask, null: RealisticTask, plan: SequentialPlan, fixed: tuple[int, ...]) -> None:
+def _start(alternative: RealisticTask, null: RealisticTask, plan: SequentialPlan, fixed: tuple[int, ...],
+           failure_rates: str = "pooled") -> None:  # fmt: skip
     global PLAN, FIXED_SEEDS  # the plan of this run (its margin) and its fixed designs, in every worker of the pool
     _TASKS.update(alternative=alternative, null=null)
     PLAN, FIXED_SEEDS = plan, fixed
+    decisions.SEQUENTIAL_FAILURE_RATES = failure_rates  # the looks' and the fixed designs' failure part
 
 
 def run(
-    n_studies: int, plan: SequentialPlan, fixed: tuple[int, ...] = FIXED_SEEDS, processes: int = 1, first: int = 0
+    n_studies: int,
+    plan: SequentialPlan,
+    fixed: tuple[int, ...] = FIXED_SEEDS,
+    processes: int = 1,
+    first: int = 0,
+    failure_rates: str = "pooled",
 ) -> dict:
     """``n_studies`` studies of each scenario under ``plan`` (its margin, looks, futility stop and screen) and
     fixed designs on ``fixed`` seeds (a cell simulates the most of those and the plan's ``max_seeds``);
     ``processes`` > 1 runs a pool. The null scenario sits at the plan's margin. ``first``: the first study's
     index (studies ``first .. first + n_studies - 1``), so that a setting chosen on some studies is checked on
-    others."""
+    others. ``failure_rates``: the looks' failure part (``pooled``, Wilson-MOVER, as shipped; ``pooled_joint``)."""
     margin = plan.margin
     base = replace(blog_shaped(), seeds=max(plan.max_seeds, *fixed))
-    tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan, tuple(fixed))
+    tasks = (realistic_task(base), realistic_task(null_at_margin(margin, base)), plan, tuple(fixed), failure_rates)
     started = time.perf_counter()
     _start(*tasks)  # here too: summarise reads the fixed designs
     if processes > 1:
@@ -144,7 +151,7 @@ def run(
     rows = summarise(alt, null, n_studies, margin)
     return coverage.result_record(n_studies, started, {}, rows, margin=margin, processes=processes,
                                   plan=plan.__dict__, looks=list(plan.looks()), fixed_seeds=list(fixed),
-                                  simulated_seeds=base.seeds, first=first)  # fmt: skip
+                                  simulated_seeds=base.seeds, first=first, failure_rates=failure_rates)  # fmt: skip
 
 
 def _fwer(shown: pd.Series) -> dict:
@@ -239,7 +246,8 @@ def report(result: dict) -> str:
         f"{result['processes']} process(es), {result['seconds']:.0f} s",
         f"  {result['machine']}",
         f"  plan: margin {plan['margin']}, familywise alpha {plan['alpha']}, looks at {result['looks']} paired seeds, "
-        f"{plan['spending']} spending, {SequentialPlan(**plan).futility_rule()}, task-level contrasts (seeds x items)",
+        f"{plan['spending']} spending, {SequentialPlan(**plan).futility_rule()}, task-level contrasts (seeds x items), "
+        f"failure part {result.get('failure_rates', 'pooled')}",
         "\nper comparison of blog_shaped(): power = share of studies naming it non-inferior, inferior = naming it "
         "inferior, exhausted = stopped open, seeds = mean seeds it got; fixed S = power of the fixed design on S seeds",
     ]
@@ -314,6 +322,8 @@ def main() -> None:
     parser.add_argument("--spending", default=PLAN.spending, metavar="|".join(SPENDING_FUNCTIONS), help=spending)
     parser.add_argument("--first", type=int, default=0, help="the first study's index (default 0)")
     parser.add_argument("--fixed-seeds", default="2,4,6,8,10", help="the fixed designs' seeds, comma-separated")
+    rates = "the looks' failure part: Wilson-MOVER (pooled, as shipped) or the joint draws (pooled_joint)"
+    parser.add_argument("--failure-rates", default="pooled", choices=("pooled", "pooled_joint"), help=rates)
     parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
@@ -325,7 +335,7 @@ def main() -> None:
     plan = replace(PLAN, margin=args.margin, min_seeds=args.min_seeds, max_seeds=args.max_seeds,
                    futility=args.futility, seek=args.seek, futility_seeds=args.futility_seeds,
                    spending=args.spending)  # fmt: skip
-    compute = lambda: run(args.studies, plan, fixed, args.processes, args.first)  # noqa: E731
+    compute = lambda: run(args.studies, plan, fixed, args.processes, args.first, args.failure_rates)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")

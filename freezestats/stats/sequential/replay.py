@@ -16,8 +16,8 @@ import pandas as pd
 
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.items.task_level import task_level_contrasts
+from freezestats.stats.sequential import decisions
 from freezestats.stats.sequential.decisions import (
-    SEQUENTIAL_FAILURE_RATES,
     family_history,
     look_contrasts,
     next_seeds,
@@ -124,7 +124,7 @@ def fixed_design(
     trials = None if items is None else items[items["trial"].isin(first["trial"])]
     population = "task" if items is not None else "evaluation_set"
     contrasts = task_level_contrasts(first, trials, response=response, metric=metric, population=population,
-                                     failure_rates=SEQUENTIAL_FAILURE_RATES)  # the looks' construction  # fmt: skip
+                                     failure_rates=decisions.SEQUENTIAL_FAILURE_RATES)  # as the looks  # fmt: skip
     return task_noninferiority(contrasts, margin=plan.margin, alpha=plan.alpha)
 
 
