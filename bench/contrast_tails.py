@@ -25,9 +25,8 @@ from pathlib import Path
 import flops
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from freezestats.stats.inference.tail_matched import matched_side
+from freezestats.stats.inference.tail_matched import matched_lower
 from freezestats.stats.items.task_level import task_level_contrasts
 from freezestats.stats.simulation.realistic import blog_shaped, null_at_margin, realistic_task, simulate_realistic
 
@@ -68,8 +67,7 @@ def _lower(row: dict, level: float, ladder: bool) -> float:
     """The contrast's one-sided ``(1 - level)`` lower bound, its failure part read at ``level`` or scaled."""
     rungs = row.get("lower_tail") if ladder else None
     rungs = rungs if isinstance(rungs, (tuple, list)) and len(rungs) else None
-    se, df = matched_side(level, row["se_lower"], row["df_lower"], rungs)
-    return row["estimate"] - stats.t.isf(level, df) * se if se > 0 else row["estimate"]
+    return matched_lower(row["estimate"], level, row["se_lower"], row["df_lower"], rungs)
 
 
 def main() -> None:
