@@ -65,8 +65,7 @@ def study_contrasts(index: int) -> pd.DataFrame:
 
 def _lower(row: dict, level: float, ladder: bool) -> float:
     """The contrast's one-sided ``(1 - level)`` lower bound, its failure part read at ``level`` or scaled."""
-    rungs = row.get("lower_tail") if ladder else None
-    rungs = rungs if isinstance(rungs, (tuple, list)) and len(rungs) else None
+    rungs = row["lower_tail"] if ladder else None  # None without a failure part, as task_family reads it
     return matched_lower(row["estimate"], level, row["se_lower"], row["df_lower"], rungs)
 
 

@@ -187,8 +187,7 @@ def _sides(contrast: dict, counts: tuple[int, ...], max_seeds: int) -> tuple[Loo
         se = float(contrast.get(f"se_{side}", contrast["se"]))
         df = float(contrast.get(f"df_{side}", contrast["df"]))
         fractions = fractions_of(se, item, counts, max_seeds) if np.isfinite(se) and se > 0 else (1.0,) * len(counts)
-        ladder = contrast.get("lower_tail") if side == "lower" else None  # None or NaN where no failure part
-        ladder = tuple(map(tuple, ladder)) if isinstance(ladder, (tuple, list, np.ndarray)) and len(ladder) else None
+        ladder = contrast.get("lower_tail") if side == "lower" else None  # None without a failure part
         out.append(LookContrast(estimate, se, df, fractions, ladder))
     return out[0], out[1]
 
