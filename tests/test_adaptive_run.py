@@ -205,6 +205,14 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
     assert screened.adaptive.plan_kwargs()["futility_seeds"] == 2 and screened.adaptive.first_seeds == 2
     assert "futility_seeds" not in spec.to_dict()["adaptive"] and spec.adaptive.first_seeds == spec.adaptive.min_seeds
     assert type(screened).from_stored(screened.to_dict()).adaptive == screened.adaptive
+    # so is `futility_power` when not the default: "conditional" (written out or not) stores and hashes as before
+    conditional = parse_spec(_raw(tiny_model, budget=20, spending="pocock", futility=0.1, futility_power="conditional"))
+    assert conditional.spec_hash == futile.spec_hash and "futility_power" not in conditional.to_dict()["adaptive"]
+    predictive = parse_spec(_raw(tiny_model, budget=20, spending="pocock", futility=0.1, futility_power="predictive"))
+    assert predictive.adaptive.plan_kwargs()["futility_power"] == "predictive"
+    assert predictive.spec_hash != futile.spec_hash
+    assert type(predictive).from_stored(predictive.to_dict()).adaptive == predictive.adaptive
+    assert SequentialPlan(**predictive.adaptive.plan_kwargs()).futility_power == "predictive"
     # a Hwang-Shih-DeCani spending keeps its γ in its name, through the store and into the plan
     hsd = parse_spec(_raw(tiny_model, budget=20, spending="hwang_shih_decani(-1.5)"))
     assert hsd.adaptive.plan_kwargs()["spending"] == "hwang_shih_decani(-1.5)" and hsd.spec_hash != spec.spec_hash
@@ -224,6 +232,8 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
         ({"margin": 0.05, "spending": "hwang_shih_decani(-41)"}, {}, "with γ a number in [-40, 40]"),
         ({"margin": 0.05, "futility": 0.6}, {}, "`adaptive.futility` (a conditional power) must be in (0, 0.5)"),
         ({"margin": 0.05, "seek": "inferior"}, {}, "`adaptive.seek` must be one of"),
+        ({"margin": 0.05, "futility": 0.1, "futility_power": "bayes"}, {}, "`adaptive.futility_power` must be one of"),
+        ({"margin": 0.05, "futility_power": "predictive"}, {}, "`adaptive.futility_power` needs `adaptive.futility`"),
         ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 3}, {}, "`adaptive.futility_seeds` must be < `adapt"),
         ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 1}, {}, "`adaptive.futility_seeds` must be >= 2"),
         ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 2, "budget": 5}, {}, "the first round (6 runs: 2 seeds"),

@@ -185,11 +185,14 @@ def test_next_seeds_names_the_open_cells_and_their_reference():
     assert next_seeds(decisions.assign(decision="inferior"), PLAN).empty
 
 
-def _first_look(se_item: float, futility: float | None = None, spending: str = "obrien_fleming") -> pd.DataFrame:
+def _first_look(
+    se_item: float, futility: float | None = None, spending: str = "obrien_fleming", power: str = "conditional"
+) -> pd.DataFrame:
     """One comparison's decision at the first look (4 of at most 10 seeds): estimate -0.008 (margin 0.01), SE
-    0.004, of which ``se_item`` is the items' part (it does not shrink with seeds)."""
+    0.004, of which ``se_item`` is the items' part (it does not shrink with seeds); ``power`` is the plan's
+    ``futility_power``."""
     plan = SequentialPlan(margin=0.01, alpha=0.05, min_seeds=4, max_seeds=10, seeds_per_round=2, futility=futility,
-                          spending=spending)  # fmt: skip
+                          spending=spending, futility_power=power)  # fmt: skip
     history = SequentialHistory([(100, 1)], plan, reference=0, population="task")
     contrast = pd.DataFrame({"train_size": [100], "frozen_layers": [1], "estimate": [-0.008], "se": [0.004],
                              "df": [30.0], "se_item": [se_item]})  # fmt: skip
@@ -248,6 +251,29 @@ def test_a_futility_threshold_stops_a_cell_whose_conditional_power_is_below_it()
     assert _first_look(0.004, futility=0.01).loc[0, "decision"] == "exhausted"
     with pytest.raises(ModelFitError, match="futility"):
         SequentialPlan(margin=0.01, futility=0.5)
+
+
+def test_predictive_power_keeps_a_cell_that_its_current_estimate_would_stop():
+    # The same first look (4 of 10 seeds, all seeds). Conditional power takes the estimate -0.008 as the truth:
+    # about 0.135, so a 20% threshold stops the cell. Predictive power also lets the 4 seeds' own error move the
+    # projection, SD sqrt(a / 4) of which (10 - 4) / 10 carries on: the projection's SD is sqrt(a * 6 / (10 * 4)),
+    # the conditional one's times sqrt(10 / 4), and the power about 0.243, so it stays open at 20% and stops at 25%.
+    a = 0.004**2 * 4
+    se_max, spread = np.sqrt(a / 10), np.sqrt(a * 6) / 10
+    distance = -0.008 + 0.01 - stats.norm.ppf(0.95) * se_max
+    conditional = stats.norm.cdf(distance / spread)
+    predictive = stats.norm.cdf(distance / np.sqrt(a * 6 / (10 * 4)))
+    assert 0.1 < conditional < 0.2 < predictive < 0.25
+    assert _first_look(0.0, futility=0.2).loc[0, "decision"] == "exhausted"
+    assert _first_look(0.0, futility=0.2, power="predictive").loc[0, "decision"] == "open"
+    assert _first_look(0.0, futility=0.25, power="predictive").loc[0, "decision"] == "exhausted"
+    assert (
+        "predictive power to close by then below 0.25" in _first_look(0.0, 0.25, power="predictive").loc[0, "procedure"]
+    )
+    # the items' error is common to now and to max_seeds: where it is the whole SE nothing moves, power 0
+    assert _first_look(0.004, futility=0.01, power="predictive").loc[0, "decision"] == "exhausted"
+    with pytest.raises(ModelFitError, match="futility_power"):
+        SequentialPlan(margin=0.01, futility=0.1, futility_power="bayesian")
 
 
 @pytest.mark.parametrize("futility", [None, 0.1])

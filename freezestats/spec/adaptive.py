@@ -23,7 +23,7 @@ from typing import Any
 from freezestats.spec.grid import GridSpec
 from freezestats.spec.parser import _Parser
 
-__all__ = ["SEEK", "SPENDING", "AdaptiveSpec", "parse_adaptive", "spending_gamma"]
+__all__ = ["FUTILITY_POWER", "SEEK", "SPENDING", "AdaptiveSpec", "parse_adaptive", "spending_gamma"]
 
 SPENDING = ("obrien_fleming", "pocock", "hwang_shih_decani(γ)")
 """How the error rate is spent over the looks: O'Brien-Fleming (strict early looks), Pocock (even), or the
@@ -56,6 +56,13 @@ SEEK = ("either", "noninferiority")
 (a cell that could be shown inferior but not non-inferior stops, as exhausted: its answer to "is it non-inferior?"
 is already no claim)."""
 
+FUTILITY_POWER = ("conditional", "predictive")
+"""What the futility stop reads against ``futility``: the conditional power (the chance of closing by ``max_seeds``
+were the truth the current estimate) or the predictive power (that chance averaged over the estimate's own
+uncertainty, flat prior; Spiegelhalter, Freedman & Blackburn 1986). At a few seeds the current estimate is noisy
+and conditional power takes it at face value, so it stops cells whose truth would close; predictive power widens
+the projection by sqrt(max_seeds / seeds) and stops them only when even that cannot close them."""
+
 
 @dataclass(frozen=True)
 class AdaptiveSpec:
@@ -76,6 +83,7 @@ class AdaptiveSpec:
     futility: float | None = None
     seek: str = "either"
     futility_seeds: int | None = None
+    futility_power: str = "conditional"
 
     @property
     def first_seeds(self) -> int:
@@ -94,14 +102,16 @@ class AdaptiveSpec:
             "futility": self.futility,
             "seek": self.seek,
             "futility_seeds": self.futility_seeds,
+            "futility_power": self.futility_power,
         }
 
     def stored_form(self) -> dict[str, Any]:
         """What the study stores and hashes: every key, ``budget``, ``futility`` and ``futility_seeds`` only when
-        set (TOML has no null) and ``seek`` only when not ``either``, so a study stored before these keys existed
-        keeps its hash."""
+        set (TOML has no null), ``seek`` only when not ``either`` and ``futility_power`` only when not
+        ``conditional``, so a study stored before these keys existed keeps its hash."""
         stored = {**self.plan_kwargs(), "budget": self.budget}
-        return {k: v for k, v in stored.items() if v is not None and not (k == "seek" and v == "either")}
+        defaults = {"seek": "either", "futility_power": "conditional"}
+        return {k: v for k, v in stored.items() if v is not None and defaults.get(k) != v}
 
     def seed_ladder(self, grid_seeds: tuple[int, ...]) -> tuple[int, ...]:
         """The seeds a cell draws, in order: ``grid.seeds`` as listed, then the integers after their largest.
@@ -149,7 +159,12 @@ def parse_adaptive(p: _Parser, raw: Mapping[str, Any], grid: GridSpec, n_tasks: 
         futility=_futility(p, table.get("futility")),
         seek=p.choice(table.get("seek", d.seek), "adaptive.seek", SEEK),
         futility_seeds=screen,
+        futility_power=p.choice(
+            table.get("futility_power", d.futility_power), "adaptive.futility_power", FUTILITY_POWER
+        ),
     )
+    if spec.futility is None and "futility_power" in table:
+        raise p.fail("`adaptive.futility_power` needs `adaptive.futility` (the power below which a cell stops)")
     _check_grid(p, spec, grid, raw, n_tasks)
     return spec
 

@@ -241,17 +241,24 @@ def _futile(contrast: dict, sides: tuple[LookContrast, LookContrast], level: flo
 
 def _conditional_power(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float,
                        plan: SequentialPlan, seeds: int) -> tuple[float, float]:  # fmt: skip
-    r"""The chance, were the truth the current estimate, that the interval at ``max_seeds`` shows the depth
-    non-inferior, and that it shows it inferior (z quantile at the local level, as :func:`_cannot_close`).
+    r"""The chance that the interval at ``max_seeds`` shows the depth non-inferior, and that it shows it inferior
+    (z quantile at the local level, as :func:`_cannot_close`): were the truth the current estimate (the plan's
+    ``futility_power`` ``"conditional"``), or averaged over the truth's flat-prior posterior (``"predictive"``).
 
     With :math:`s_j` seeds now and :math:`V(s) = a/s + b` (:math:`b` the items' part), the estimate at
     :math:`s_{max}` given the current one is normal around it with SD :math:`\sqrt{a (s_{max} - s_j)}/s_{max}`
-    (the new seeds' share), and its SE is :math:`\sqrt{a/s_{max} + b}`. Where that SD is 0 (the items make up
-    the whole SE) the power is 1 or 0: what the current estimate would show at ``max_seeds``."""
+    (the new seeds' share), and its SE is :math:`\sqrt{a/s_{max} + b}`. Predictive power also lets the current
+    seeds' error :math:`\bar e_j \sim N(0, a/s_j)` move the projection: the estimate at :math:`s_{max}` is the
+    current one plus :math:`(s_{max} - s_j)/s_{max}\,(\bar e_{new} - \bar e_j)`, so its SD is the conditional
+    one times :math:`\sqrt{s_{max}/s_j}` (the items' error is common to both estimates and does not move it).
+    Where that SD is 0 (the items make up the whole SE) the power is 1 or 0: what the current estimate would show
+    at ``max_seeds``."""
     q = float(-special.ndtri(level)) if level > 0 else np.inf
+    widen = np.sqrt(plan.max_seeds / seeds) if plan.futility_power == "predictive" else 1.0
     powers = []
     for look, sign in zip(sides, (1.0, -1.0), strict=True):
         se_max, spread = _at_max_seeds(contrast, look, plan, seeds)
+        spread *= widen
         distance = sign * (look.estimate + plan.margin) - q * se_max
         powers.append(float(special.ndtr(distance / spread)) if spread > 0 else float(distance > 0))
     return powers[0], powers[1]

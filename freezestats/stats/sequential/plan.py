@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from freezestats.exceptions import ModelFitError
+from freezestats.spec.adaptive import FUTILITY_POWER
 from freezestats.stats.sequential.spending import check_spending
 
 __all__ = ["SequentialPlan"]
@@ -31,6 +32,8 @@ class SequentialPlan:
     a cell is only checked for futility (the plan's futility rule, on the side ``seek`` names) and stops as
     exhausted where it cannot close; nothing is tested for non-inferiority there and no level is spent, so the
     familywise error is the plan's without it (a non-binding stop can only remove rejections).
+    ``futility_power`` (:data:`~freezestats.spec.adaptive.FUTILITY_POWER`) says which power ``futility`` bounds:
+    the conditional power under the current estimate, or the predictive power over its uncertainty.
     """
 
     margin: float
@@ -42,6 +45,7 @@ class SequentialPlan:
     futility: float | None = None
     seek: str = "either"
     futility_seeds: int | None = None
+    futility_power: str = "conditional"
 
     def __post_init__(self) -> None:
         if not self.margin > 0 or not 0 < self.alpha < 0.5:
@@ -60,6 +64,9 @@ class SequentialPlan:
                                 f"{self.futility_seeds=}, {self.min_seeds=}.")  # fmt: skip
         if self.seek not in ("either", "noninferiority"):
             raise ModelFitError(f"SequentialPlan: seek must be 'either' or 'noninferiority', but got {self.seek!r}.")
+        if self.futility_power not in FUTILITY_POWER:
+            raise ModelFitError(f"SequentialPlan: futility_power must be one of {list(FUTILITY_POWER)}, but got "
+                                f"{self.futility_power!r}.")  # fmt: skip
         check_spending(self.spending)
 
     def looks(self) -> tuple[int, ...]:
@@ -90,7 +97,8 @@ class SequentialPlan:
         if self.futility is None:
             return (f"exhausted: open at max_seeds, or unable to {close} by then even one SE better (conditional "
                     f"power <= 2.3%){screen}")  # fmt: skip
-        return f"exhausted: open at max_seeds, or conditional power to {close} by then below {self.futility:g}{screen}"
+        return (f"exhausted: open at max_seeds, or {self.futility_power} power to {close} by then below "
+                f"{self.futility:g}{screen}")  # fmt: skip
 
     def efficacy_counts(self, look: int) -> tuple[int, ...]:
         """The seed counts of the looks up to ``look`` (1-based) that test non-inferiority: the screening look
