@@ -33,7 +33,7 @@ from freezestats.analysis.task import metric_failures
 from freezestats.analysis.task_metrics import apply_task_metrics
 from freezestats.exceptions import ModelFitError
 from freezestats.results.item_predictions import read_item_predictions
-from freezestats.spec.adaptive import FUTILITY_POWER
+from freezestats.spec.adaptive import FUTILITY_FAILURES, FUTILITY_POWER
 from freezestats.stats.design.input_table import normalize_results
 from freezestats.stats.inference.noninferiority import default_margin
 from freezestats.stats.sequential import SequentialPlan, fixed_design, replay, replay_summary
@@ -76,7 +76,7 @@ def replay_task(
         f"\n{task}: {metric} on {response}, margin {plan.margin}, looks at {plan.looks()} seeds"
         f"{'' if plan.futility_seeds is None else ' (the first futility only)'}, futility stop "
         f"{'one SE' if plan.futility is None else f'below {plan.futility_power} power {plan.futility:g}'}, "
-        f"seeking {plan.seek}"
+        f"{', the failure part held' if plan.futility_failures == 'hold' else ''}, seeking {plan.seek}"
         f"{'' if plan.spending == 'obrien_fleming' else f', {plan.spending} spending'}",
         f"     n  depth  fixed({high} seeds): shown  lower  |  adaptive: decision  round  seeds  lower   upper"
         "   at trial",
@@ -143,6 +143,12 @@ def main() -> None:
         choices=FUTILITY_POWER,
         help="which power --futility bounds (default conditional)",
     )
+    parser.add_argument(
+        "--futility-failures",
+        default="shrink",
+        choices=FUTILITY_FAILURES,
+        help="whether the futility stop projects the failure part to shrink with more seeds (default) or to hold",
+    )
     parser.add_argument("--spending", default="obrien_fleming", metavar="|".join(SPENDING_FUNCTIONS))
     args = parser.parse_args()
     try:
@@ -160,7 +166,7 @@ def main() -> None:
         options = {"min_seeds": args.min_seeds, "max_seeds": args.max_seeds, "seeds_per_round": args.seeds_per_round,
                    "margin": args.margin, "futility": args.futility, "seek": args.seek,
                    "futility_seeds": args.futility_seeds, "spending": args.spending,
-                   "futility_power": args.futility_power}  # fmt: skip
+                   "futility_power": args.futility_power, "futility_failures": args.futility_failures}  # fmt: skip
         text, numbers = replay_task(data, items, task, settings, options)
         parts.append(text)
         totals = {key: totals[key] + numbers[key] for key in totals}

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from freezestats.exceptions import ModelFitError
-from freezestats.spec.adaptive import FUTILITY_POWER
+from freezestats.spec.adaptive import FUTILITY_FAILURES, FUTILITY_POWER
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.sequential import SequentialPlan, decisions, fixed_design, replay
 from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS, check_spending
@@ -321,6 +321,8 @@ def main() -> None:
     parser.add_argument("--futility-seeds", type=int, default=None, help=screen)
     power = "which power --futility bounds: conditional (default) or predictive"
     parser.add_argument("--futility-power", default="conditional", choices=FUTILITY_POWER, help=power)
+    held = "whether the futility stop projects the failure part to shrink with more seeds (default) or to hold"
+    parser.add_argument("--futility-failures", default="shrink", choices=FUTILITY_FAILURES, help=held)
     spending = "how alpha is spent over the looks (default obrien_fleming)"
     parser.add_argument("--spending", default=PLAN.spending, metavar="|".join(SPENDING_FUNCTIONS), help=spending)
     parser.add_argument("--first", type=int, default=0, help="the first study's index (default 0)")
@@ -337,7 +339,8 @@ def main() -> None:
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
     plan = replace(PLAN, margin=args.margin, min_seeds=args.min_seeds, max_seeds=args.max_seeds,
                    futility=args.futility, seek=args.seek, futility_seeds=args.futility_seeds,
-                   spending=args.spending, futility_power=args.futility_power)  # fmt: skip
+                   spending=args.spending, futility_power=args.futility_power,
+                   futility_failures=args.futility_failures)  # fmt: skip
     compute = lambda: run(args.studies, plan, fixed, args.processes, args.first, args.failure_rates)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:

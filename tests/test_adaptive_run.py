@@ -213,6 +213,12 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
     assert predictive.spec_hash != futile.spec_hash
     assert type(predictive).from_stored(predictive.to_dict()).adaptive == predictive.adaptive
     assert SequentialPlan(**predictive.adaptive.plan_kwargs()).futility_power == "predictive"
+    # and `futility_failures` when not "shrink"
+    shrink = parse_spec(_raw(tiny_model, budget=20, spending="pocock", futility=0.1, futility_failures="shrink"))
+    assert shrink.spec_hash == futile.spec_hash and "futility_failures" not in shrink.to_dict()["adaptive"]
+    hold = parse_spec(_raw(tiny_model, budget=20, spending="pocock", futility=0.1, futility_failures="hold"))
+    assert hold.spec_hash != futile.spec_hash and type(hold).from_stored(hold.to_dict()).adaptive == hold.adaptive
+    assert SequentialPlan(**hold.adaptive.plan_kwargs()).futility_failures == "hold"
     # a Hwang-Shih-DeCani spending keeps its γ in its name, through the store and into the plan
     hsd = parse_spec(_raw(tiny_model, budget=20, spending="hwang_shih_decani(-1.5)"))
     assert hsd.adaptive.plan_kwargs()["spending"] == "hwang_shih_decani(-1.5)" and hsd.spec_hash != spec.spec_hash
@@ -234,6 +240,7 @@ def test_the_table_parses_round_trips_and_leaves_other_specs_hash_alone(tiny_mod
         ({"margin": 0.05, "seek": "inferior"}, {}, "`adaptive.seek` must be one of"),
         ({"margin": 0.05, "futility": 0.1, "futility_power": "bayes"}, {}, "`adaptive.futility_power` must be one of"),
         ({"margin": 0.05, "futility_power": "predictive"}, {}, "`adaptive.futility_power` needs `adaptive.futility`"),
+        ({"margin": 0.05, "futility_failures": "drop"}, {}, "`adaptive.futility_failures` must be one of"),
         ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 3}, {}, "`adaptive.futility_seeds` must be < `adapt"),
         ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 1}, {}, "`adaptive.futility_seeds` must be >= 2"),
         ({"margin": 0.05, "min_seeds": 3, "futility_seeds": 2, "budget": 5}, {}, "the first round (6 runs: 2 seeds"),

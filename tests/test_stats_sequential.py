@@ -276,6 +276,35 @@ def test_predictive_power_keeps_a_cell_that_its_current_estimate_would_stop():
         SequentialPlan(margin=0.01, futility=0.1, futility_power="bayesian")
 
 
+def test_holding_the_failure_part_stops_a_cell_whose_room_is_its_failure_rates():
+    # The same first look (estimate -0.008, SE 0.004, 4 of 10 seeds), but the healthy runs' seed part is only
+    # 0.002: the rest, 0.004^2 - 0.002^2, is the failure part (no items' part). Projected to shrink with seeds
+    # (the default) the conditional power is about 0.135 and a 10% stop keeps the cell. Held, only a = 0.002^2 * 4
+    # shrinks: the SE at 10 seeds is sqrt(a / 10 + 1.2e-5) = 0.0037, the lower bound cannot clear -0.01 (power
+    # about 2e-5), and the cell stops.
+    def first_look(failures: str, se_seed: float | None) -> pd.Series:
+        plan = SequentialPlan(margin=0.01, min_seeds=4, max_seeds=10, seeds_per_round=2, futility=0.1,
+                              futility_failures=failures)  # fmt: skip
+        history = SequentialHistory([(100, 1)], plan, reference=0, population="task")
+        contrast = {"train_size": [100], "frozen_layers": [1], "estimate": [-0.008], "se": [0.004], "df": [30.0],
+                    "se_item": [0.0]}  # fmt: skip
+        if se_seed is not None:
+            contrast["se_seed"] = [se_seed]
+        history.step(1, pd.DataFrame(contrast))
+        return history.table().iloc[0]
+
+    a, held = 0.002**2 * 4, 0.004**2 - 0.002**2
+    se_max, spread = np.sqrt(a / 10 + held), np.sqrt(a * 6) / 10
+    assert stats.norm.cdf((-0.008 + 0.01 - stats.norm.ppf(0.95) * se_max) / spread) < 1e-4
+    assert first_look("shrink", 0.002)["decision"] == "open"
+    stopped = first_look("hold", 0.002)
+    assert stopped["decision"] == "exhausted" and "failure part's variance held" in stopped["procedure"]
+    # a contrast that gives no seed part (or one that is the whole SE) is projected as before
+    assert first_look("hold", None)["decision"] == "open" and first_look("hold", 0.004)["decision"] == "open"
+    with pytest.raises(ModelFitError, match="futility_failures"):
+        SequentialPlan(margin=0.01, futility_failures="keep")
+
+
 @pytest.mark.parametrize("futility", [None, 0.1])
 def test_seeking_noninferiority_only_stops_a_cell_that_could_only_be_shown_inferior(futility):
     # Estimate -0.02 (margin 0.01), SE 0.004, all seeds, at the first of the looks 4, 6, 8, 10: the upper bound

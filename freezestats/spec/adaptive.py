@@ -23,7 +23,15 @@ from typing import Any
 from freezestats.spec.grid import GridSpec
 from freezestats.spec.parser import _Parser
 
-__all__ = ["FUTILITY_POWER", "SEEK", "SPENDING", "AdaptiveSpec", "parse_adaptive", "spending_gamma"]
+__all__ = [
+    "FUTILITY_FAILURES",
+    "FUTILITY_POWER",
+    "SEEK",
+    "SPENDING",
+    "AdaptiveSpec",
+    "parse_adaptive",
+    "spending_gamma",
+]
 
 SPENDING = ("obrien_fleming", "pocock", "hwang_shih_decani(γ)")
 """How the error rate is spent over the looks: O'Brien-Fleming (strict early looks), Pocock (even), or the
@@ -63,6 +71,14 @@ uncertainty, flat prior; Spiegelhalter, Freedman & Blackburn 1986). At a few see
 and conditional power takes it at face value, so it stops cells whose truth would close; predictive power widens
 the projection by sqrt(max_seeds / seeds) and stops them only when even that cannot close them."""
 
+FUTILITY_FAILURES = ("shrink", "hold")
+"""What the futility stop's projection to ``max_seeds`` assumes of the failure part's variance (the room for the
+two cells' failure rates): that the cell's next seeds shrink it as they shrink the seeds' part (``shrink``), or
+that they leave it as it is, as they leave the items' part (``hold``). The rates are pooled over the train sizes,
+so one cell's seeds add little to them, and where no run of the pair has failed yet the room stays however many
+seeds follow: on the realistic simulator the fixed design's power at n >= 100 does not grow from 4 seeds to 24
+(``bench/results/adaptive_seeds*``), while ``shrink`` projects it to, and keeps those cells running."""
+
 
 @dataclass(frozen=True)
 class AdaptiveSpec:
@@ -84,6 +100,7 @@ class AdaptiveSpec:
     seek: str = "either"
     futility_seeds: int | None = None
     futility_power: str = "conditional"
+    futility_failures: str = "shrink"
 
     @property
     def first_seeds(self) -> int:
@@ -103,14 +120,15 @@ class AdaptiveSpec:
             "seek": self.seek,
             "futility_seeds": self.futility_seeds,
             "futility_power": self.futility_power,
+            "futility_failures": self.futility_failures,
         }
 
     def stored_form(self) -> dict[str, Any]:
         """What the study stores and hashes: every key, ``budget``, ``futility`` and ``futility_seeds`` only when
-        set (TOML has no null), ``seek`` only when not ``either`` and ``futility_power`` only when not
-        ``conditional``, so a study stored before these keys existed keeps its hash."""
+        set (TOML has no null), and ``seek``, ``futility_power`` and ``futility_failures`` only when not their
+        defaults, so a study stored before these keys existed keeps its hash."""
         stored = {**self.plan_kwargs(), "budget": self.budget}
-        defaults = {"seek": "either", "futility_power": "conditional"}
+        defaults = {"seek": "either", "futility_power": "conditional", "futility_failures": "shrink"}
         return {k: v for k, v in stored.items() if v is not None and defaults.get(k) != v}
 
     def seed_ladder(self, grid_seeds: tuple[int, ...]) -> tuple[int, ...]:
@@ -161,6 +179,9 @@ def parse_adaptive(p: _Parser, raw: Mapping[str, Any], grid: GridSpec, n_tasks: 
         futility_seeds=screen,
         futility_power=p.choice(
             table.get("futility_power", d.futility_power), "adaptive.futility_power", FUTILITY_POWER
+        ),
+        futility_failures=p.choice(
+            table.get("futility_failures", d.futility_failures), "adaptive.futility_failures", FUTILITY_FAILURES
         ),
     )
     if spec.futility is None and "futility_power" in table:

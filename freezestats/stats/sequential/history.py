@@ -223,10 +223,19 @@ def _sides_sought(plan: SequentialPlan) -> int:
 def _at_max_seeds(contrast: dict, look: LookContrast, plan: SequentialPlan, seeds: int) -> tuple[float, float]:
     r"""The contrast's SE at ``max_seeds``, :math:`\sqrt{a/s_{max} + b}`, and the SD of its estimate there given
     the current one, :math:`\sqrt{a (s_{max} - s_j)}/s_{max}`, from :math:`V(s_j) = a/s_j + b` now (:math:`b` the
-    items' part, which more seeds do not shrink), ``seeds`` the paired seeds now."""
-    item = min(float(contrast.get("se_item", 0.0)) ** 2, look.se**2)
-    per_seed = max(look.se**2 - item, 0.0) * seeds
-    se_max = float(np.sqrt(per_seed / plan.max_seeds + item))
+    items' part, which more seeds do not shrink), ``seeds`` the paired seeds now.
+
+    With the plan's ``futility_failures`` ``"hold"``, :math:`a/s_j` is the healthy runs' seed part (``se_seed``)
+    alone and :math:`b` all the rest of the variance: the items' part and the failure part (the room for the two
+    cells' failure rates, pooled over sizes, which this cell's next seeds barely move). ``se_seed`` is not
+    weighted by the healthy share :math:`(1 - \bar p)^2` the contrast's SE gives it, so the seeds' part is if
+    anything too large and the stop errs towards keeping a cell. A contrast without ``se_seed`` is projected as
+    with ``"shrink"``."""
+    held = min(float(contrast.get("se_item", 0.0)) ** 2, look.se**2)
+    if plan.futility_failures == "hold" and np.isfinite(contrast.get("se_seed", np.nan)):
+        held = max(look.se**2 - float(contrast["se_seed"]) ** 2, 0.0)
+    per_seed = max(look.se**2 - held, 0.0) * seeds
+    se_max = float(np.sqrt(per_seed / plan.max_seeds + held))
     return se_max, float(np.sqrt(per_seed * max(plan.max_seeds - seeds, 0))) / plan.max_seeds
 
 

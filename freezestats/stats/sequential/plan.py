@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from freezestats.exceptions import ModelFitError
-from freezestats.spec.adaptive import FUTILITY_POWER
+from freezestats.spec.adaptive import FUTILITY_FAILURES, FUTILITY_POWER
 from freezestats.stats.sequential.spending import check_spending
 
 __all__ = ["SequentialPlan"]
@@ -34,6 +34,8 @@ class SequentialPlan:
     familywise error is the plan's without it (a non-binding stop can only remove rejections).
     ``futility_power`` (:data:`~freezestats.spec.adaptive.FUTILITY_POWER`) says which power ``futility`` bounds:
     the conditional power under the current estimate, or the predictive power over its uncertainty.
+    ``futility_failures`` (:data:`~freezestats.spec.adaptive.FUTILITY_FAILURES`) says whether the stop projects
+    the failure part's variance to shrink with the cell's next seeds or to hold.
     """
 
     margin: float
@@ -46,6 +48,7 @@ class SequentialPlan:
     seek: str = "either"
     futility_seeds: int | None = None
     futility_power: str = "conditional"
+    futility_failures: str = "shrink"
 
     def __post_init__(self) -> None:
         if not self.margin > 0 or not 0 < self.alpha < 0.5:
@@ -67,6 +70,9 @@ class SequentialPlan:
         if self.futility_power not in FUTILITY_POWER:
             raise ModelFitError(f"SequentialPlan: futility_power must be one of {list(FUTILITY_POWER)}, but got "
                                 f"{self.futility_power!r}.")  # fmt: skip
+        if self.futility_failures not in FUTILITY_FAILURES:
+            raise ModelFitError(f"SequentialPlan: futility_failures must be one of {list(FUTILITY_FAILURES)}, but "
+                                f"got {self.futility_failures!r}.")  # fmt: skip
         check_spending(self.spending)
 
     def looks(self) -> tuple[int, ...]:
@@ -94,6 +100,8 @@ class SequentialPlan:
         """
         close = "close" if self.seek == "either" else "be shown non-inferior"
         screen = "" if self.futility_seeds is None else f" (checked from {self.futility_seeds} seeds)"
+        if self.futility_failures == "hold":
+            screen += ", the failure part's variance held at its current size"
         if self.futility is None:
             return (f"exhausted: open at max_seeds, or unable to {close} by then even one SE better (conditional "
                     f"power <= 2.3%){screen}")  # fmt: skip
