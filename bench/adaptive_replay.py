@@ -75,7 +75,7 @@ def replay_task(
     lines = [
         f"\n{task}: {metric} on {response}, margin {plan.margin}, looks at {plan.looks()} seeds"
         f"{'' if plan.futility_seeds is None else ' (the first futility only)'}, futility stop "
-        f"{'one SE' if plan.futility is None else f'below {plan.futility_power} power {plan.futility:g}'}, "
+        f"{'one SE' if plan.futility is None else f'below {plan.futility_power} power {plan.futility:g}'}"
         f"{', the failure part held' if plan.futility_failures == 'hold' else ''}, seeking {plan.seek}"
         f"{'' if plan.spending == 'obrien_fleming' else f', {plan.spending} spending'}",
         f"     n  depth  fixed({high} seeds): shown  lower  |  adaptive: decision  round  seeds  lower   upper"
