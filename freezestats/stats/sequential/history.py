@@ -241,8 +241,8 @@ def _at_max_seeds(contrast: dict, look: LookContrast, plan: SequentialPlan, seed
 
 def _futile(contrast: dict, sides: tuple[LookContrast, LookContrast], level: float, plan: SequentialPlan,
             seeds: int) -> bool:  # fmt: skip
-    """The plan's futility stop at ``seeds`` paired seeds: the lenient one-SE rule, or conditional power below
-    ``plan.futility``."""
+    """The plan's futility stop at ``seeds`` paired seeds: the lenient one-SE rule, or the power the plan names
+    (``futility_power``: conditional or predictive) below ``plan.futility``."""
     if plan.futility is None:
         return _cannot_close(contrast, sides, level, plan, seeds)
     return max(_conditional_power(contrast, sides, level, plan, seeds)[: _sides_sought(plan)]) < plan.futility
