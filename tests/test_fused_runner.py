@@ -28,11 +28,29 @@ def _spec(tmp_path: Path, model: Path) -> Path:
     return write_spec(tmp_path, simple_spec(model=str(model), grid=grid, training=training))
 
 
-def _run(tmp_path: Path, spec: Path, glue_dir: Path, name: str, *extra: str) -> tuple[int, list]:
-    storage = f"sqlite:///{tmp_path / name}"
+def _run(tmp_path: Path, spec: Path, glue_dir: Path, name: str, *extra: str, storage: str | None = None) -> tuple:
+    storage = storage or f"sqlite:///{tmp_path / name}"
     rc = main(["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress", *extra])
-    study = load_study(open_storage(storage), None)
+    study = load_study(open_storage(storage), load_spec(spec).name)
     return rc, study.get_trials()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The kill and interrupt tests' storage: a SQLite file, or the session's PostgreSQL server (skipped, visibly,
+    where PostgreSQL is not installed; .ci/run installs it)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fused.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def _named_spec(tmp_path: Path, model: Path, **sections: dict) -> Path:
+    """The fused tests' spec under a study name of its own: the PostgreSQL server is shared by the session's tests,
+    and a study name with another spec is refused."""
+    grid = {"frozen_layers": [1], "train_sizes": [32], "seeds": [1, 2, 3]}
+    training = {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 32, "precision": "fp32"}
+    spec = simple_spec(model=str(model), grid=grid, training=training, name=f"fused-{tmp_path.name}", **sections)
+    return write_spec(tmp_path, spec)
 
 
 def test_fused_trials_equal_unfused_ones(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
@@ -81,13 +99,14 @@ def test_a_failed_run_fails_only_its_trial(
 
 
 def test_ctrl_c_requeues_every_claimed_trial(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, monkeypatch: pytest.MonkeyPatch, storage_url: str
 ) -> None:
     def interrupted(runs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(fused, "fine_tune_many", interrupted)
-    rc, trials = _run(tmp_path, _spec(tmp_path, tiny_model), glue_dir, "int.db", "--workers", "1", "--fuse", "auto")
+    spec = _named_spec(tmp_path, tiny_model)
+    rc, trials = _run(tmp_path, spec, glue_dir, "", "--workers", "1", "--fuse", "auto", storage=storage_url)
     assert rc == 130
     failed = [t for t in trials if t.state == TrialState.FAIL]
     assert len(failed) == 3 and {t.user_attrs["fail_reason"] for t in failed} == {"interrupted"}
@@ -97,7 +116,7 @@ def test_ctrl_c_requeues_every_claimed_trial(
 
 
 def test_a_killed_workers_claimed_trials_go_stale_and_are_requeued(
-    tmp_path: Path, tiny_model: Path, glue_dir: Path
+    tmp_path: Path, tiny_model: Path, glue_dir: Path, storage_url: str
 ) -> None:
     """SIGKILL after the claim: nothing hands the trials back; their heartbeats stop and each is failed and requeued."""
     import time
@@ -105,12 +124,10 @@ def test_a_killed_workers_claimed_trials_go_stale_and_are_requeued(
     from freezestats.runner import _fail_stale
     from freezestats.runner._fused import _claim
 
-    grid = {"frozen_layers": [1], "train_sizes": [32], "seeds": [1, 2, 3]}
-    execution = {"heartbeat_interval": 1, "grace_period": 2}
-    spec = write_spec(tmp_path, simple_spec(model=str(tiny_model), grid=grid, execution=execution))
-    storage = f"sqlite:///{tmp_path / 'kill.db'}"
+    spec = _named_spec(tmp_path, tiny_model, execution={"heartbeat_interval": 1, "grace_period": 2})
+    storage = storage_url
     assert main(["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--enqueue-only"]) == 0
-    study = load_study(open_storage(storage, heartbeat_interval=1, grace_period=2, max_retries=1), None)
+    study = load_study(open_storage(storage, heartbeat_interval=1, grace_period=2, max_retries=1), load_spec(spec).name)
     claimed = _claim(study, study.get_trials(states=(TrialState.WAITING,)))
     assert len(claimed) == 3
     for trial in claimed:  # the worker's heartbeat threads beat once, then the worker is killed
