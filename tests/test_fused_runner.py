@@ -8,6 +8,7 @@ claimed trial back to the queue.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _factories import simple_spec, write_spec
@@ -22,10 +23,10 @@ from freezestats.study.queue import cell_from_trial
 from freezestats.study.trials import load_study, open_storage
 
 
-def _spec(tmp_path: Path, model: Path) -> Path:
+def _spec(tmp_path: Path, model: Path, **sections: Any) -> Path:
     grid = {"frozen_layers": [1], "train_sizes": [32], "seeds": [1, 2, 3]}
     training = {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 32, "precision": "fp32"}
-    return write_spec(tmp_path, simple_spec(model=str(model), grid=grid, training=training))
+    return write_spec(tmp_path, simple_spec(model=str(model), grid=grid, training=training, **sections))
 
 
 def _run(tmp_path: Path, spec: Path, glue_dir: Path, name: str, *extra: str, storage: str | None = None) -> tuple:
@@ -44,13 +45,10 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
-def _named_spec(tmp_path: Path, model: Path, **sections: dict) -> Path:
+def _named_spec(tmp_path: Path, model: Path, **sections: Any) -> Path:
     """The fused tests' spec under a study name of its own: the PostgreSQL server is shared by the session's tests,
     and a study name with another spec is refused."""
-    grid = {"frozen_layers": [1], "train_sizes": [32], "seeds": [1, 2, 3]}
-    training = {"epochs": 1, "eval_every_epochs": 0.5, "max_length": 32, "precision": "fp32"}
-    spec = simple_spec(model=str(model), grid=grid, training=training, name=f"fused-{tmp_path.name}", **sections)
-    return write_spec(tmp_path, spec)
+    return _spec(tmp_path, model, name=f"fused-{tmp_path.name}", **sections)
 
 
 def test_fused_trials_equal_unfused_ones(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
