@@ -276,6 +276,29 @@ def test_predictive_power_keeps_a_cell_that_its_current_estimate_would_stop():
         SequentialPlan(margin=0.01, futility=0.1, futility_power="bayesian")
 
 
+@pytest.mark.parametrize("power", ["conditional", "predictive"])
+def test_the_stops_power_is_the_chance_its_model_gives_by_monte_carlo(power: str):
+    # The model the stop projects, simulated instead of derived: the estimate is mu (truth plus the items' error,
+    # which more seeds do not move) plus the current seeds' error; the estimate at max_seeds adds the next seeds'
+    # mean. Conditional power fixes mu at the estimate; predictive power draws it from its flat-prior posterior,
+    # N(estimate, a / s). The share of draws whose bound at max_seeds clears -margin is the power.
+    from freezestats.stats.sequential.bounds import LookContrast
+    from freezestats.stats.sequential.history import _conditional_power
+
+    seeds, most, estimate, se, se_item, margin, level = 4, 10, -0.008, 0.004, 0.002, 0.01, 0.05
+    plan = SequentialPlan(margin=margin, min_seeds=4, max_seeds=most, futility=0.1, futility_power=power)
+    look = LookContrast(estimate, se, 30.0, (1.0,))
+    shown, _ = _conditional_power({"se_item": se_item}, (look, look), level, plan, seeds)
+    a = (se**2 - se_item**2) * seeds
+    rng = np.random.default_rng(7)
+    draws = 400_000
+    mu = rng.normal(estimate, np.sqrt(a / seeds), draws) if power == "predictive" else np.full(draws, estimate)
+    current = estimate - mu  # the current seeds' mean error, given the estimate
+    at_max = mu + (seeds * current + (most - seeds) * rng.normal(0.0, np.sqrt(a / (most - seeds)), draws)) / most
+    simulated = np.mean(at_max - stats.norm.ppf(1 - level) * np.sqrt(a / most + se_item**2) > -margin)
+    assert abs(shown - simulated) < 0.003 and 0.02 < shown < 0.3
+
+
 def test_holding_the_failure_part_stops_a_cell_whose_room_is_its_failure_rates():
     # The same first look (estimate -0.008, SE 0.004, 4 of 10 seeds), but the healthy runs' seed part is only
     # 0.002: the rest, 0.004^2 - 0.002^2, is the failure part (no items' part). Projected to shrink with seeds
