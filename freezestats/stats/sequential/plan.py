@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from freezestats.exceptions import ModelFitError
-from freezestats.spec.adaptive import FUTILITY_FAILURES, FUTILITY_POWER
+from freezestats.spec.adaptive import FUTILITY_FAILURES, FUTILITY_POWER, SEEK
 from freezestats.stats.sequential.spending import check_spending
 
 __all__ = ["SequentialPlan"]
@@ -65,7 +65,7 @@ class SequentialPlan:
         if self.futility_seeds is not None and not 2 <= self.futility_seeds < self.min_seeds:
             raise ModelFitError(f"SequentialPlan: need 2 <= futility_seeds < min_seeds, but got "
                                 f"{self.futility_seeds=}, {self.min_seeds=}.")  # fmt: skip
-        if self.seek not in ("either", "noninferiority"):
+        if self.seek not in SEEK:
             raise ModelFitError(f"SequentialPlan: seek must be 'either' or 'noninferiority', but got {self.seek!r}.")
         if self.futility_power not in FUTILITY_POWER:
             raise ModelFitError(f"SequentialPlan: futility_power must be one of {list(FUTILITY_POWER)}, but got "
@@ -100,13 +100,12 @@ class SequentialPlan:
         """
         close = "close" if self.seek == "either" else "be shown non-inferior"
         screen = "" if self.futility_seeds is None else f" (checked from {self.futility_seeds} seeds)"
-        if self.futility_failures == "hold":
-            screen += ", the failure part's variance held at its current size"
+        held = ", the failure part's variance held at its current size" if self.futility_failures == "hold" else ""
         if self.futility is None:
             return (f"exhausted: open at max_seeds, or unable to {close} by then even one SE better (conditional "
-                    f"power <= 2.3%){screen}")  # fmt: skip
+                    f"power <= 2.3%){screen}{held}")  # fmt: skip
         return (f"exhausted: open at max_seeds, or {self.futility_power} power to {close} by then below "
-                f"{self.futility:g}{screen}")  # fmt: skip
+                f"{self.futility:g}{screen}{held}")  # fmt: skip
 
     def efficacy_counts(self, look: int) -> tuple[int, ...]:
         """The seed counts of the looks up to ``look`` (1-based) that test non-inferiority: the screening look
