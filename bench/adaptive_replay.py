@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -31,13 +32,14 @@ import pandas as pd
 
 from freezestats.analysis.task import metric_failures
 from freezestats.analysis.task_metrics import apply_task_metrics
-from freezestats.exceptions import ModelFitError
 from freezestats.results.item_predictions import read_item_predictions
-from freezestats.spec.adaptive import FUTILITY_FAILURES, FUTILITY_POWER
 from freezestats.stats.design.input_table import normalize_results
 from freezestats.stats.inference.noninferiority import default_margin
 from freezestats.stats.sequential import SequentialPlan, fixed_design, replay, replay_summary
-from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS, check_spending
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/adaptive_plan_flags.py, also when a test loads this
+
+from adaptive_plan_flags import add_plan_flags, plan_options  # the plan's flags, shared with the other adaptive bench
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "blog2020-minilm"
 TASK_METRICS = {"cola": "mcc"}
@@ -130,31 +132,10 @@ def main() -> None:
     parser.add_argument("--output", default="bench/results/adaptive_replay.txt")
     parser.add_argument("--example", type=Path, default=EXAMPLE, help="a folder with results.csv, predictions.parquet")
     parser.add_argument("--tasks", default="sst2,cola", help="the tasks to replay, comma-separated")
-    parser.add_argument("--min-seeds", type=int, default=2)
-    parser.add_argument("--max-seeds", type=int, default=5)
-    parser.add_argument("--seeds-per-round", type=int, default=1)
     parser.add_argument("--margin", type=float, default=None, help="default: the task metric's (1 or 2 points)")
-    parser.add_argument("--futility", type=float, default=None, help="conditional-power stop (default: one SE)")
-    parser.add_argument("--seek", default="either", choices=("either", "noninferiority"))
-    parser.add_argument("--futility-seeds", type=int, default=None, help="a futility-only look at this many seeds")
-    parser.add_argument(
-        "--futility-power",
-        default="conditional",
-        choices=FUTILITY_POWER,
-        help="which power --futility bounds (default conditional)",
-    )
-    parser.add_argument(
-        "--futility-failures",
-        default="shrink",
-        choices=FUTILITY_FAILURES,
-        help="whether the futility stop projects the failure part to shrink with more seeds (default) or to hold",
-    )
-    parser.add_argument("--spending", default="obrien_fleming", metavar="|".join(SPENDING_FUNCTIONS))
+    add_plan_flags(parser, min_seeds=2, max_seeds=5, seeds_per_round=1)
     args = parser.parse_args()
-    try:
-        check_spending(args.spending)
-    except ModelFitError as error:
-        parser.error(str(error))
+    plan = plan_options(parser, args)
     started = time.perf_counter()
     results = pd.read_csv(args.example / "results.csv")
     items = read_item_predictions(args.example / "predictions.parquet")
@@ -163,10 +144,7 @@ def main() -> None:
     data, settings = apply_task_metrics(normalize_results(results), items, metrics, "heldout", False)
     parts, totals = [], {"runs_adaptive": 0, "runs_fixed": 0, "same_claims": 0, "comparisons": 0}
     for task in tasks:
-        options = {"min_seeds": args.min_seeds, "max_seeds": args.max_seeds, "seeds_per_round": args.seeds_per_round,
-                   "margin": args.margin, "futility": args.futility, "seek": args.seek,
-                   "futility_seeds": args.futility_seeds, "spending": args.spending,
-                   "futility_power": args.futility_power, "futility_failures": args.futility_failures}  # fmt: skip
+        options = {"margin": args.margin, **plan}
         text, numbers = replay_task(data, items, task, settings, options)
         parts.append(text)
         totals = {key: totals[key] + numbers[key] for key in totals}

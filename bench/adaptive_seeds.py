@@ -38,6 +38,7 @@ import importlib.util
 import itertools
 import json
 import multiprocessing
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -46,11 +47,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from freezestats.exceptions import ModelFitError
-from freezestats.spec.adaptive import FUTILITY_FAILURES, FUTILITY_POWER
 from freezestats.stats.failures.rates import flag_failures
 from freezestats.stats.sequential import SequentialPlan, decisions, fixed_design, replay
-from freezestats.stats.sequential.spending import SPENDING_FUNCTIONS, check_spending
 from freezestats.stats.simulation.realistic import (
     RealisticTask,
     blog_shaped,
@@ -58,6 +56,10 @@ from freezestats.stats.simulation.realistic import (
     realistic_task,
     simulate_realistic,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/adaptive_plan_flags.py, also when a test loads this
+
+from adaptive_plan_flags import add_plan_flags, plan_options  # the plan's flags, shared with the other adaptive bench
 
 # bench/coverage.py, for the saved record and the command line every coverage bench shares (loaded by path:
 # `import coverage` would find the PyPI package of pytest-cov first)
@@ -311,20 +313,7 @@ def main() -> None:
     parser.add_argument("--studies", type=int, default=100)
     parser.add_argument("--processes", type=int, default=1, help="studies run in a pool of this many (default 1)")
     parser.add_argument("--margin", type=float, default=0.01, help="the non-inferiority margin (default 0.01)")
-    parser.add_argument("--min-seeds", type=int, default=PLAN.min_seeds, help="seeds at the first look")
-    parser.add_argument("--max-seeds", type=int, default=PLAN.max_seeds, help="the plan's most seeds a cell")
-    futility = "stop a cell whose conditional power is below this (default: the one-SE rule)"
-    parser.add_argument("--futility", type=float, default=None, help=futility)
-    seek = "what the futility stop keeps a cell open for: either decision (default) or noninferiority only"
-    parser.add_argument("--seek", default="either", choices=("either", "noninferiority"), help=seek)
-    screen = "a futility-only look at this many seeds, before --min-seeds (default: none)"
-    parser.add_argument("--futility-seeds", type=int, default=None, help=screen)
-    power = "which power --futility bounds: conditional (default) or predictive"
-    parser.add_argument("--futility-power", default="conditional", choices=FUTILITY_POWER, help=power)
-    held = "whether the futility stop projects the failure part to shrink with more seeds (default) or to hold"
-    parser.add_argument("--futility-failures", default="shrink", choices=FUTILITY_FAILURES, help=held)
-    spending = "how alpha is spent over the looks (default obrien_fleming)"
-    parser.add_argument("--spending", default=PLAN.spending, metavar="|".join(SPENDING_FUNCTIONS), help=spending)
+    add_plan_flags(parser, min_seeds=PLAN.min_seeds, max_seeds=PLAN.max_seeds, seeds_per_round=PLAN.seeds_per_round)
     parser.add_argument("--first", type=int, default=0, help="the first study's index (default 0)")
     parser.add_argument("--fixed-seeds", default="2,4,6,8,10", help="the fixed designs' seeds, comma-separated")
     rates = "the looks' failure part: Wilson-MOVER (pooled, as shipped) or the joint draws (pooled_joint)"
@@ -332,15 +321,9 @@ def main() -> None:
     parser.add_argument("--output", default="bench/results/adaptive_seeds.json")
     parser.add_argument("--from-json", help="reprint a saved run")
     args = parser.parse_args()
-    try:
-        check_spending(args.spending)
-    except ModelFitError as error:
-        parser.error(str(error))
+    options = plan_options(parser, args)
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
-    plan = replace(PLAN, margin=args.margin, min_seeds=args.min_seeds, max_seeds=args.max_seeds,
-                   futility=args.futility, seek=args.seek, futility_seeds=args.futility_seeds,
-                   spending=args.spending, futility_power=args.futility_power,
-                   futility_failures=args.futility_failures)  # fmt: skip
+    plan = replace(PLAN, margin=args.margin, **options)
     compute = lambda: run(args.studies, plan, fixed, args.processes, args.first, args.failure_rates)  # noqa: E731
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
