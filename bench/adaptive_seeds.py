@@ -60,6 +60,7 @@ from freezestats.stats.simulation.realistic import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/adaptive_plan_flags.py, also when a test loads this
 
 from adaptive_plan_flags import add_plan_flags, plan_options  # the plan's flags, shared with the other adaptive bench
+from allocation_floor import allocation_floor  # the fewest runs any per-cell allocation needs for a power
 
 # bench/coverage.py, for the saved record and the command line every coverage bench shares (loaded by path:
 # `import coverage` would find the PyPI package of pytest-cov first)
@@ -305,7 +306,23 @@ def report(result: dict) -> str:
                 f"S = {seeds:.1f} ({s['cells'] * seeds:.0f} runs), "
                 f"ratio {s['runs_adaptive'] / (s['cells'] * seeds):.3f}"
             )
+        lines += _floor_line(rows, result, s, between)
     return "\n".join(lines)
+
+
+def _floor_line(rows: pd.DataFrame, result: dict, s: dict, between: tuple[float, int, int] | None) -> list[str]:
+    """The runs a per-cell fixed allocation knowing the truth needs for the adaptive design's power
+    (``bench/allocation_floor.py``), against the uniform design read between the grid's and the adaptive runs."""
+    seeds = result.get("fixed_seeds", list(FIXED_SEEDS))
+    floor = allocation_floor(rows.to_dict("records"), result["margin"], seeds, s["power_adaptive"])
+    if floor is None:
+        return []
+    against = "" if between is None else f"{floor / (s['cells'] * between[0]):.3f} of the design read between; "
+    return [
+        f"  a fixed allocation of seeds per cell, chosen knowing every cell's truth, needs {floor} runs for that "
+        f"power ({against}the adaptive design uses {s['runs_adaptive'] / floor:.2f} times that; "
+        "bench/allocation_floor.py)"
+    ]
 
 
 def main() -> None:
