@@ -153,9 +153,17 @@ def run(
     alt = pd.DataFrame([row for rows, _ in outcomes for row in rows])
     null = pd.DataFrame([row for _, rows in outcomes for row in rows])
     rows = summarise(alt, null, n_studies, margin)
-    return coverage.result_record(n_studies, started, {}, rows, margin=margin, processes=processes,
-                                  plan=plan.__dict__, looks=list(plan.looks()), fixed_seeds=list(fixed),
-                                  simulated_seeds=base.seeds, first=first, failure_rates=failure_rates)  # fmt: skip
+    record = coverage.result_record(n_studies, started, {}, rows, margin=margin, processes=processes,
+                                    plan=plan.__dict__, looks=list(plan.looks()), fixed_seeds=list(fixed),
+                                    simulated_seeds=base.seeds, first=first, failure_rates=failure_rates)  # fmt: skip
+    return record, pd.concat([alt.assign(scenario="alternative"), null.assign(scenario="null")], ignore_index=True)
+
+
+def studies_path(output: str | Path) -> Path:
+    """Where a run saved as ``output`` keeps its per-study rows (``<stem>_studies.parquet`` beside it), which
+    ``bench/adaptive_ratio.py`` merges over chunks and resamples for the ratio's interval."""
+    output = Path(output)
+    return output.with_name(f"{output.stem}_studies.parquet")
 
 
 def _fwer(shown: pd.Series) -> dict:
@@ -164,22 +172,25 @@ def _fwer(shown: pd.Series) -> dict:
     return {"any": float(per.any(axis=1).mean()), **{str(n): float(per[n].mean()) for n in per.columns}}
 
 
-def summarise(alt: pd.DataFrame, null: pd.DataFrame, n_studies: int, margin: float) -> list[dict]:
-    """The record's rows: one per comparison of the alternative, and the summary numbers as a last row."""
+def summarise(alt: pd.DataFrame, null: pd.DataFrame, n_studies: int, margin: float,
+              fixed_seeds: tuple[int, ...] | None = None, alpha: float | None = None) -> list[dict]:  # fmt: skip
+    """The record's rows: one per comparison of the alternative, and the summary numbers as a last row.
+    ``fixed_seeds`` and ``alpha``: the fixed designs and the family's level (default: this run's)."""
+    fixed_seeds = FIXED_SEEDS if fixed_seeds is None else fixed_seeds
+    alpha = PLAN.alpha if alpha is None else alpha
     compared = alt[alt["frozen_layers"] != 0].copy()
     compared["noninferior"] = compared["decision"] == "noninferior"
     compared["inferior"] = compared["decision"] == "inferior"
     cell = compared.groupby(["train_size", "frozen_layers"])
     rows = cell.agg(truth=("truth", "mean"), power=("noninferior", "mean"), inferior=("inferior", "mean"),
                     seeds=("seeds", "mean"), exhausted=("decision", lambda d: float((d == "exhausted").mean())),
-                    **{f"fixed_{s}": (f"fixed_{s}", "mean") for s in FIXED_SEEDS}).reset_index()  # fmt: skip
+                    **{f"fixed_{s}": (f"fixed_{s}", "mean") for s in fixed_seeds}).reset_index()  # fmt: skip
     true_ni = rows["truth"] > -margin
     power = float(rows.loc[true_ni, "power"].mean())
-    fixed_power = {s: float(rows.loc[true_ni, f"fixed_{s}"].mean()) for s in FIXED_SEEDS}
+    fixed_power = {s: float(rows.loc[true_ni, f"fixed_{s}"].mean()) for s in fixed_seeds}
     null_idx = null[null["frozen_layers"] != 0].set_index(["study", "train_size", "frozen_layers"])
-    fixed_fwer = {s: _fwer(null_idx[f"fixed_{s}"].astype(bool))["any"] for s in FIXED_SEEDS if f"fixed_{s}" in null_idx}
-    alpha = PLAN.alpha
-    holding = [s for s in FIXED_SEEDS if fixed_fwer.get(s, 0.0) <= alpha]  # a design over its level is no match
+    fixed_fwer = {s: _fwer(null_idx[f"fixed_{s}"].astype(bool))["any"] for s in fixed_seeds if f"fixed_{s}" in null_idx}
+    holding = [s for s in fixed_seeds if fixed_fwer.get(s, 0.0) <= alpha]  # a design over its level is no match
     # with no power at all (nothing shown by either design) there is nothing to match
     matched = next((s for s in holding if fixed_power[s] >= power), None) if power > 0 else None
     runs_alt = float(alt.groupby("study")["seeds"].sum().mean())
@@ -341,9 +352,16 @@ def main() -> None:
     options = plan_options(parser, args)
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
     plan = replace(PLAN, margin=args.margin, **options)
-    compute = lambda: run(args.studies, plan, fixed, args.processes, args.first, args.failure_rates)  # noqa: E731
+    studies: list[pd.DataFrame] = []
+
+    def compute() -> dict:
+        record, rows = run(args.studies, plan, fixed, args.processes, args.first, args.failure_rates)
+        studies.append(rows)
+        return record
+
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
+        studies[0].to_parquet(studies_path(args.output), index=False)
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")
 
 
