@@ -46,12 +46,10 @@ def load(paths: list[Path]) -> tuple[dict, pd.DataFrame]:
         differs = [key for key in SAME_PLAN if record.get(key) != records[0].get(key)]
         if differs:
             raise ValueError(f"{path} is not a chunk of {paths[0]}'s plan: {', '.join(differs)} differ")
-    studies = pd.concat(frames, ignore_index=True)
-    alternative = studies[studies["scenario"] == "alternative"]
-    repeated = alternative.groupby("study").size()
-    if (repeated != repeated.iloc[0]).any():
+    indices = [set(frame["study"]) for frame in frames]
+    if sum(map(len, indices)) != len(set().union(*indices)):
         raise ValueError("the runs share studies: a study appears in more than one of them")
-    return records[0], studies
+    return records[0], pd.concat(frames, ignore_index=True)
 
 
 def per_study(studies: pd.DataFrame, margin: float, fixed_seeds: list[int]) -> pd.DataFrame:

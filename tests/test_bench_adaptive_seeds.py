@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from _scripts import load_script
 
@@ -37,3 +40,69 @@ def test_the_allocation_floor_gives_each_cell_its_own_seeds_and_the_reference_th
     assert floor(rows, 0.03, [4, 8], 0.55) == (8 + 8 + 2) + (4 + 4)  # n=50's at 8: (0.6 + 0.5) / 2
     assert floor(rows, 0.03, [4, 8], 0.6) is None
     assert floor(rows[1:2], 0.03, [4, 8], 0.1) is None  # no comparison within the margin: no power to reach
+
+
+def _study_rows(study: int, claims: dict, null_claims: dict) -> list[dict]:
+    """One simulated study as bench/adaptive_seeds.py saves it: two sizes, a reference and two depths at each
+    (depth 2 at n = 100 is below the margin), and the null study of the same index."""
+    rows = []
+    for n, k, truth in [(50, 1, 0.0), (50, 2, 0.0), (100, 1, 0.0), (100, 2, -0.2)]:
+        adaptive, fixed_4, fixed_8, seeds = claims[(n, k)]
+        rows.append({"scenario": "alternative", "study": study, "train_size": n, "frozen_layers": k, "truth": truth,
+                     "seeds": seeds, "decision": "noninferior" if adaptive else "exhausted",
+                     "fixed_4": fixed_4, "fixed_8": fixed_8})  # fmt: skip
+        shown = null_claims.get((n, k), (False, False, False))
+        rows.append({"scenario": "null", "study": study, "train_size": n, "frozen_layers": k, "seeds": 2,
+                     "decision": "noninferior" if shown[0] else "exhausted", "fixed_4": shown[1],
+                     "fixed_8": shown[2], "fixed": shown[2]})  # fmt: skip
+    for n in (50, 100):
+        rows.append({"scenario": "alternative", "study": study, "train_size": n, "frozen_layers": 0, "seeds": 6})
+        rows.append({"scenario": "null", "study": study, "train_size": n, "frozen_layers": 0, "seeds": 2,
+                     "fixed": False})  # fmt: skip
+    return rows
+
+
+def test_the_runs_ratio_is_recomputed_from_per_study_rows_and_chunks_of_other_plans_are_refused(tmp_path) -> None:
+    ratio = load_script(BENCH.with_name("adaptive_ratio.py"))
+    # (adaptive claim, 4-seed claim, 8-seed claim, seeds) per comparison
+    first = {(50, 1): (True, True, True, 6), (50, 2): (False, False, True, 6), (100, 1): (True, False, False, 4),
+             (100, 2): (False, False, False, 2)}  # fmt: skip
+    second = {(50, 1): (False, False, True, 4), (50, 2): (False, False, False, 2), (100, 1): (False, False, True, 2),
+              (100, 2): (False, False, False, 2)}  # fmt: skip
+    studies = pd.DataFrame(_study_rows(0, first, {(50, 2): (False, True, False)}) + _study_rows(1, second, {}))
+    table = ratio.per_study(studies, 0.03, [4, 8])
+    # the target comparisons are the three with truth 0; study 0 shows 2 of 3 adaptively, study 1 none
+    assert table["power_adaptive"].tolist() == pytest.approx([2 / 3, 0.0])
+    assert table["power_fixed_4"].tolist() == pytest.approx([1 / 3, 0.0])
+    assert table["power_fixed_8"].tolist() == pytest.approx([2 / 3, 2 / 3])
+    assert table["runs"].tolist() == [6 + 6 + 4 + 2 + 12, 4 + 2 + 2 + 2 + 12]
+    assert table["fwer_fixed_4"].tolist() == [1.0, 0.0] and table["fwer_adaptive"].tolist() == [0.0, 0.0]
+    # the pooled numbers are the per-study means, read between the designs as the bench reads them
+    point = ratio.ratios(table.mean(), [4, 8], alpha=0.6, cells=6)
+    between = 4 + (1 / 3 - 1 / 6) / (2 / 3 - 1 / 6) * 4
+    assert point["power"] == pytest.approx(1 / 3) and point["between_seeds"] == pytest.approx(between)
+    assert point["between"] == pytest.approx(26 / (6 * between)) and point["grid"] == pytest.approx(26 / 48)
+    # and they are the bench's own summary of the same rows
+    alt, null = (studies[studies["scenario"] == name] for name in ("alternative", "null"))
+    summary = ratio.seeds_bench.summarise(alt, null, 2, 0.03, fixed_seeds=(4, 8), alpha=0.6)[-1]
+    assert summary["power_adaptive"] == pytest.approx(point["power"]) and summary["runs_adaptive"] == point["runs"]
+    assert summary["power_fixed"] == pytest.approx({4: 1 / 6, 8: 2 / 3}) and summary["runs_ratio"] == point["grid"]
+    # 4 seeds erring in half the null studies is no match at alpha 0.05: nothing brackets the power from below
+    assert np.isnan(ratio.ratios(table.mean(), [4, 8], alpha=0.05, cells=6)["between"])
+
+    record = {"plan": {"alpha": 0.05, "margin": 0.03}, "margin": 0.03, "fixed_seeds": [4, 8], "simulated_seeds": 8,
+              "failure_rates": "pooled"}  # fmt: skip
+    for name, plan in [("a", record), ("b", record), ("c", {**record, "fixed_seeds": [4, 8, 12]})]:
+        (tmp_path / f"{name}.json").write_text(json.dumps(plan))
+    studies[studies["study"] == 0].to_parquet(tmp_path / "a_studies.parquet")
+    studies[studies["study"] == 1].to_parquet(tmp_path / "b_studies.parquet")
+    studies[studies["study"] == 1].to_parquet(tmp_path / "c_studies.parquet")
+    _, merged = ratio.load([tmp_path / "a.json", tmp_path / "b.json"])
+    assert sorted(merged["study"].unique()) == [0, 1]
+    with pytest.raises(ValueError, match=r"not a chunk of .*fixed_seeds differ"):
+        ratio.load([tmp_path / "a.json", tmp_path / "c.json"])
+    with pytest.raises(ValueError, match="share studies"):
+        ratio.load([tmp_path / "a.json", tmp_path / "a.json"])
+    (tmp_path / "d.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="no per-study rows beside it"):
+        ratio.load([tmp_path / "d.json"])
