@@ -276,6 +276,31 @@ def parse_scale(text: str) -> float:
     return scale
 
 
+def parse_depth_collapse(text: str) -> dict[int, float]:
+    """``--depth-collapse``: ``depth=factor`` pairs, comma-separated (``-1=2.2,1=2.2``), each factor positive;
+    a one-line error otherwise."""
+    try:
+        pairs = dict(part.split("=") for part in text.split(","))
+        factors = {int(depth): float(factor) for depth, factor in pairs.items()}
+    except ValueError:
+        raise SystemExit(f"error: --depth-collapse must be depth=factor pairs (-1=2.2,1=2.2), got {text!r}") from None
+    if not all(factor > 0 for factor in factors.values()):
+        raise SystemExit(f"error: --depth-collapse factors must be positive, got {text!r}")
+    return factors
+
+
+def scenario_of(base: Scenario, seeds: int, collapse_scale: float = 1.0,
+                depth_collapse: dict[int, float] | None = None) -> Scenario:  # fmt: skip
+    """``base`` with ``seeds`` a cell, its collapse rates times ``collapse_scale`` and the depths of
+    ``depth_collapse`` collapsing at those factors of the reference's rate; a depth it lacks is a one-line error."""
+    unknown = sorted(set(depth_collapse or {}) - set(base.depth_collapse))
+    if unknown:
+        raise SystemExit(f"error: --depth-collapse names depths the scenario does not have: {unknown}")
+    collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
+    factors = {**base.depth_collapse, **(depth_collapse or {})}
+    return replace(base, seeds=seeds, collapse=collapse, depth_collapse=factors)
+
+
 def run(
     n_studies: int,
     seeds: int = 5,
@@ -285,17 +310,17 @@ def run(
     failure_rates: str = DEFAULT_FAILURE_RATES,
     first: int = 0,
     experiment: Experiment = ANALYSIS,
+    depth_collapse: dict[int, float] | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Studies ``first`` .. ``first + n_studies - 1`` of ``base`` (default :func:`blog_shaped`) with ``seeds``
-    seeds a cell and its collapse rates times ``collapse_scale``, and as many of its null at the margin;
+    seeds a cell and its collapse rates times ``collapse_scale`` (and the depths in ``depth_collapse`` at those
+    factors of the reference's rate instead of the scenario's), and as many of its null at the margin;
     ``processes`` > 1 runs them in a pool of that many. ``failure_rates`` is the task-level contrasts'
     failure-rate model, ``experiment`` the analysis's settings changed (:class:`Experiment`, recorded in the
     settings).
     Returns the saved record and every study's rows (``kind`` "alternative" or "null"), which
     :func:`combine` merges with other chunks' into one record."""
-    base = blog_shaped() if base is None else base
-    collapse = {n: rate * collapse_scale for n, rate in base.collapse.items()}
-    base = replace(base, seeds=seeds, collapse=collapse)
+    base = scenario_of(blog_shaped() if base is None else base, seeds, collapse_scale, depth_collapse)
     tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), failure_rates, experiment)
     started = time.perf_counter()
     indices = range(first, first + n_studies)
@@ -314,6 +339,8 @@ def run(
     settings = {"seeds": seeds, "margin": MARGIN, "processes": processes, "collapse_scale": collapse_scale,
                 "seed_shared_collapse": base.collapse_rho is not None, "failure_rates": failure_rates,
                 **experiment.settings()}  # fmt: skip
+    if depth_collapse:  # named only where set, so that earlier records and chunks compare as before
+        settings["depth_collapse"] = {str(depth): factor for depth, factor in sorted(depth_collapse.items())}
     record = saved.record(alt, null, started, errors, settings, studies=[first, first + n_studies])
     return record, pd.concat([alt, null], ignore_index=True)
 
@@ -329,6 +356,8 @@ def main() -> None:
     parser.add_argument("--failure-rates", default=DEFAULT_FAILURE_RATES, choices=FAILURE_RATES, help=rates)
     shared = "collapses follow the seed across depths (seed_shared_collapse: the skill's correlation, sign dropped)"
     parser.add_argument("--seed-shared-collapse", action="store_true", help=shared)
+    factors = "depth=factor pairs: these depths' collapse rates at that factor of the reference's (=-1=2.2,1=2.2)"
+    parser.add_argument("--depth-collapse", type=parse_depth_collapse, help=factors)
     readers = {"yes/no": yes_no, "grid": parse_sd_grid, "scale": parse_scale}
     for name, switch in saved.SWITCHES.items():
         flag = "--" + name.replace("_", "-")
@@ -348,7 +377,8 @@ def main() -> None:
             return combine(records, [pd.read_parquet(studies_path(path)) for path in args.combine])
         experiment = Experiment.of(**{name: getattr(args, name) for name in saved.SWITCHES})
         record, studies = run(args.studies, args.seeds, args.processes, base, collapse_scale=args.collapse,
-                              failure_rates=args.failure_rates, first=args.first, experiment=experiment)  # fmt: skip
+                              failure_rates=args.failure_rates, first=args.first, experiment=experiment,
+                              depth_collapse=args.depth_collapse)  # fmt: skip
         studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)
         studies.to_parquet(studies_path(args.output), index=False)
         return record

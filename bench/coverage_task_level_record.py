@@ -91,7 +91,7 @@ SWITCHES: dict[str, Switch] = {
                                "an experiment: the half-normal prior scale of the level x size SD"),
 }  # fmt: skip
 #: the settings chunks must share to be merged into one record
-SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "failure_rates", *SWITCHES)
+SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "depth_collapse", "failure_rates", *SWITCHES)
 
 
 def switch_labels(record: dict) -> str:
@@ -159,6 +159,12 @@ def summarise(alt: pd.DataFrame, null: pd.DataFrame) -> list[dict]:
     return [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in out.reset_index().to_dict("records")]
 
 
+def _factor_labels(result: dict) -> str:
+    """The depths whose collapse factor a run set (``--depth-collapse``), as the header names them."""
+    factors = result.get("depth_collapse") or {}
+    return "".join(f", frozen {depth} collapsing x{factor:g} the reference's" for depth, factor in factors.items())
+
+
 def report(result: dict, baseline: dict | None = None) -> str:
     """The coverage table, familywise error and cells outside the Monte Carlo band; with ``baseline`` (a saved
     run) its task-level coverage and power beside each cell (``base``, ``base_pow``) and its error below."""
@@ -167,7 +173,8 @@ def report(result: dict, baseline: dict | None = None) -> str:
     lines = [
         f"bench/coverage_task_level.py: {result['n_studies']} studies of blog_shaped(), {result['seeds']} seeds a "
         f"cell, collapse rates x{result.get('collapse_scale', 1.0):g}"
-        f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}, margin {result['margin']}, "
+        f"{', collapses shared by seed' if result.get('seed_shared_collapse') else ''}{_factor_labels(result)}, "
+        f"margin {result['margin']}, "
         f"failure rates {result.get('failure_rates', 'pooled')}{switch_labels(result)}"
         f", {result['processes']} process(es), "
         f"{result['seconds']:.0f} s",

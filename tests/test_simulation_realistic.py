@@ -247,6 +247,8 @@ def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly
         bench.combine([first, {**second, "failure_rates": "slope"}], [first_rows, second_rows])
     with pytest.raises(SystemExit, match="sd_grid"):  # an experiment's grid is not the analysis's
         bench.combine([first, {**second, "sd_grid": [0.1, 0.25]}], [first_rows, second_rows])
+    with pytest.raises(SystemExit, match="depth_collapse"):  # a scenario with other collapse factors is another
+        bench.combine([first, {**second, "depth_collapse": {"-1": 2.2}}], [first_rows, second_rows])
     for option in ("level_sd_prior", "size_order", "whole_out"):
         with pytest.raises(SystemExit, match=option):
             bench.combine([first, {**second, option: not first[option]}], [first_rows, second_rows])
@@ -335,6 +337,22 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     for bad in ("0", "-1", "x"):
         with pytest.raises(SystemExit, match="--cell-prior-scale"):
             bench.parse_scale(bad)
+
+
+def test_the_bench_sets_a_depths_collapse_factor_and_refuses_a_bad_one() -> None:
+    bench = load_script(BENCH)
+    assert bench.parse_depth_collapse("-1=2.2,1=1.5") == {-1: 2.2, 1: 1.5}
+    for bad in ("-1", "x=2", "1=0", "1=2,,"):
+        with pytest.raises(SystemExit, match="--depth-collapse"):
+            bench.parse_depth_collapse(bad)
+    scenario = bench.scenario_of(small(), 5, 0.5, {2: 3.0})
+    assert scenario.collapse_rate(200, 2) == pytest.approx(3.0 * scenario.collapse_rate(200, 0))
+    assert scenario.collapse_rate(200, 0) == pytest.approx(0.5 * small().collapse_rate(200, 0))
+    assert scenario.collapse_rate(200, 6) == pytest.approx(0.5 * small().collapse_rate(200, 6))  # others as they were
+    with pytest.raises(SystemExit, match="does not have: \\[3\\]"):
+        bench.scenario_of(small(), 5, 1.0, {3: 2.0})
+    header = bench.report({**bench.run(1, base=small(), failure_rates="pooled")[0], "depth_collapse": {"-1": 2.2}})
+    assert "frozen -1 collapsing x2.2 the reference's" in header.splitlines()[0]
 
 
 def test_two_runs_are_compared_study_by_study() -> None:
