@@ -6,8 +6,9 @@
 size, depth, the seeds and round at which the claim was made, its estimate, lower bound and local level), on the
 same null studies (``null_at_margin(0.03)`` of ``blog_shaped()``, generator seed ``NULL_OFFSET + study``, 24 seeds
 simulated a cell as that bench's runs with fixed designs up to 24 seeds) and the
-plan of the README's adaptive table: margin 0.03, looks every 2 seeds from 4 to 20, a futility screen at 2 seeds,
-conditional-power futility 0.1, seeking non-inferiority. Whether the errors come from the first looks (few df)
+plan of the README's adaptive table by default: margin 0.03, looks every 2 seeds from 4 to 20, a futility screen at
+2 seeds, conditional-power futility 0.1, seeking non-inferiority (the plan's flags, as ``adaptive_seeds.py`` spells
+them, change it). Whether the errors come from the first looks (few df)
 or from the last ones is what decides which lever can lower the error: the spending function only moves the
 first.
 """
@@ -24,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import flops
+from adaptive_plan_flags import add_plan_flags, plan_options  # the plan's flags, shared with the other adaptive benches
 
 from freezestats.stats.sequential import SequentialPlan, replay
 from freezestats.stats.simulation.realistic import blog_shaped, null_at_margin, realistic_task, simulate_realistic
@@ -48,19 +50,18 @@ def null_claims(index: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spending", default="obrien_fleming")
+    add_plan_flags(parser, min_seeds=4, max_seeds=20, seeds_per_round=2, futility=0.1, seek="noninferiority",
+                   futility_seeds=2)  # fmt: skip
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--studies", type=int, default=48)
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--min-seeds", type=int, default=4, help="seeds at the first test (default 4)")
     rates = "the looks' failure part: Wilson-MOVER (pooled, what the looks use) or the joint draws (pooled_joint)"
     parser.add_argument("--failure-rates", default="pooled", choices=("pooled", "pooled_joint"), help=rates)
     simulated = "seeds simulated a cell: as adaptive_seeds.py's run did (24 for its fixed designs up to 24 seeds)"
     parser.add_argument("--simulated-seeds", type=int, default=24, help=simulated)
     parser.add_argument("--output", default=None, help="also write the claims as JSON here")
     args = parser.parse_args()
-    plan = SequentialPlan(margin=MARGIN, min_seeds=args.min_seeds, max_seeds=20, seeds_per_round=2,
-                          spending=args.spending, futility=0.1, seek="noninferiority", futility_seeds=2)  # fmt: skip
+    plan = SequentialPlan(margin=MARGIN, **plan_options(parser, args))
     base = replace(blog_shaped(), seeds=max(args.simulated_seeds, plan.max_seeds))
     tasks = (realistic_task(base), realistic_task(null_at_margin(MARGIN, base)), plan, (plan.min_seeds,),
              args.failure_rates)  # fmt: skip
@@ -68,7 +69,7 @@ def main() -> None:
     with multiprocessing.Pool(args.processes, initializer=seeds_bench._start, initargs=tasks) as pool:
         claims = [c for found in pool.map(null_claims, range(args.first, args.first + args.studies)) for c in found]
     print(f"bench/adaptive_null_claims.py: {args.spending} spending, first test at {plan.min_seeds} seeds, "
-          f"failure part {args.failure_rates}, "
+          f"{plan.futility_rule()}, failure part {args.failure_rates}, "
           f"null studies {args.first}-{args.first + args.studies - 1}; {flops.cpu_name()}, "
           f"python {platform.python_version()}, {args.processes} process(es), "
           f"{time.perf_counter() - started:.0f} s")  # fmt: skip

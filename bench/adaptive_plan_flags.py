@@ -21,19 +21,23 @@ PLAN_FIELDS = (
 )  # fmt: skip
 
 
-def add_plan_flags(parser: argparse.ArgumentParser, *, min_seeds: int, max_seeds: int, seeds_per_round: int) -> None:
-    """Add the plan's flags to ``parser``, with the bench's own defaults for the seeds."""
+def add_plan_flags(
+    parser: argparse.ArgumentParser, *, min_seeds: int, max_seeds: int, seeds_per_round: int,
+    futility: float | None = None, seek: str = "either", futility_seeds: int | None = None,
+) -> None:  # fmt: skip
+    """Add the plan's flags to ``parser``, with the bench's own defaults for the seeds and the futility stop."""
     first, most = f"seeds at the first test (default {min_seeds})", f"the most seeds a cell (default {max_seeds})"
     parser.add_argument("--min-seeds", type=int, default=min_seeds, help=first)
     parser.add_argument("--max-seeds", type=int, default=max_seeds, help=most)
     per_round = f"seeds added to each open cell per round (default {seeds_per_round})"
     parser.add_argument("--seeds-per-round", type=int, default=seeds_per_round, help=per_round)
-    futility = "stop a cell whose conditional (or predictive) power is below this (default: the one-SE rule)"
-    parser.add_argument("--futility", type=float, default=None, help=futility)
-    seek = "what the futility stop keeps a cell open for: either decision (default) or noninferiority only"
-    parser.add_argument("--seek", default="either", choices=SEEK, help=seek)
-    screen = "a futility-only look at this many seeds, before --min-seeds (default: none)"
-    parser.add_argument("--futility-seeds", type=int, default=None, help=screen)
+    stop = "the one-SE rule" if futility is None else futility
+    text = f"stop a cell whose conditional (or predictive) power is below this (default: {stop})"
+    parser.add_argument("--futility", type=float, default=futility, help=text)
+    text = f"what the futility stop keeps a cell open for: either decision or noninferiority only (default {seek})"
+    parser.add_argument("--seek", default=seek, choices=SEEK, help=text)
+    text = f"a futility-only look at this many seeds, before --min-seeds (default: {futility_seeds or 'none'})"
+    parser.add_argument("--futility-seeds", type=int, default=futility_seeds, help=text)
     power = "which power --futility bounds: conditional (default) or predictive"
     parser.add_argument("--futility-power", default="conditional", choices=FUTILITY_POWER, help=power)
     held = "whether the futility stop projects the failure part to shrink with more seeds (default) or to hold"
