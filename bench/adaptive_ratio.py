@@ -37,7 +37,7 @@ def load(paths: list[Path]) -> tuple[dict, pd.DataFrame]:
     records, frames = [], []
     for path in paths:
         record = json.loads(path.read_text())
-        rows = seeds_bench.studies_path(path)
+        rows = seeds_bench.coverage.studies_path(path)
         if not rows.exists():
             raise ValueError(f"{path} has no per-study rows beside it ({rows.name}); rerun it with this bench")
         records.append(record)
@@ -74,8 +74,7 @@ def ratios(means: pd.Series, fixed_seeds: list[int], alpha: float, cells: int) -
     power = float(means["power_adaptive"])
     fixed_power = {s: float(means[f"power_fixed_{s}"]) for s in fixed_seeds}
     fwer = {s: float(means[f"fwer_fixed_{s}"]) for s in fixed_seeds}
-    holding = [s for s in fixed_seeds if fwer[s] <= alpha]
-    matched = next((s for s in holding if fixed_power[s] >= power), None)
+    matched = seeds_bench.matched_design(power, fixed_power, fwer, alpha)
     between = seeds_bench.interpolated_seeds(power, fixed_power, fwer, alpha)
     runs = float(means["runs"])
     return {

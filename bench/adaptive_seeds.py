@@ -159,13 +159,6 @@ def run(
     return record, pd.concat([alt.assign(scenario="alternative"), null.assign(scenario="null")], ignore_index=True)
 
 
-def studies_path(output: str | Path) -> Path:
-    """Where a run saved as ``output`` keeps its per-study rows (``<stem>_studies.parquet`` beside it), which
-    ``bench/adaptive_ratio.py`` merges over chunks and resamples for the ratio's interval."""
-    output = Path(output)
-    return output.with_name(f"{output.stem}_studies.parquet")
-
-
 def _fwer(shown: pd.Series) -> dict:
     """Share of studies with any claim, overall and per size, from (study, size, cell) claims."""
     per = shown.groupby(level=["study", "train_size"]).any().unstack()
@@ -190,9 +183,7 @@ def summarise(alt: pd.DataFrame, null: pd.DataFrame, n_studies: int, margin: flo
     fixed_power = {s: float(rows.loc[true_ni, f"fixed_{s}"].mean()) for s in fixed_seeds}
     null_idx = null[null["frozen_layers"] != 0].set_index(["study", "train_size", "frozen_layers"])
     fixed_fwer = {s: _fwer(null_idx[f"fixed_{s}"].astype(bool))["any"] for s in fixed_seeds if f"fixed_{s}" in null_idx}
-    holding = [s for s in fixed_seeds if fixed_fwer.get(s, 0.0) <= alpha]  # a design over its level is no match
-    # with no power at all (nothing shown by either design) there is nothing to match
-    matched = next((s for s in holding if fixed_power[s] >= power), None) if power > 0 else None
+    matched = matched_design(power, fixed_power, fixed_fwer, alpha)
     runs_alt = float(alt.groupby("study")["seeds"].sum().mean())
     runs_null = float(null.groupby("study")["seeds"].sum().mean())
     cells = alt.groupby("study").size().iloc[0]
@@ -211,6 +202,17 @@ def summarise(alt: pd.DataFrame, null: pd.DataFrame, n_studies: int, margin: flo
         "n_studies": n_studies,
     }  # fmt: skip
     return [*rows.to_dict("records"), summary]
+
+
+def matched_design(power: float, fixed_power: dict[int, float], fixed_fwer: dict[int, float],
+                   alpha: float) -> int | None:  # fmt: skip
+    """The fewest fixed seeds whose power reaches ``power`` among the designs that hold their level (a design over
+    it would buy its power with its excess error); None where none does, or where ``power`` is 0 (nothing shown
+    by either design: nothing to match)."""
+    if power <= 0:
+        return None
+    holding = sorted(s for s in fixed_power if fixed_fwer.get(s, 0.0) <= alpha)
+    return next((s for s in holding if fixed_power[s] >= power), None)
 
 
 def interpolated_seeds(
@@ -352,16 +354,15 @@ def main() -> None:
     options = plan_options(parser, args)
     fixed = tuple(int(x) for x in args.fixed_seeds.split(","))
     plan = replace(PLAN, margin=args.margin, **options)
-    studies: list[pd.DataFrame] = []
 
     def compute() -> dict:
-        record, rows = run(args.studies, plan, fixed, args.processes, args.first, args.failure_rates)
-        studies.append(rows)
+        record, studies = run(args.studies, plan, fixed, args.processes, args.first, args.failure_rates)
+        coverage.studies_path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        studies.to_parquet(coverage.studies_path(args.output), index=False)
         return record
 
     coverage.reprint_or_run(args.from_json, args.output, compute, report)
     if not args.from_json:
-        studies[0].to_parquet(studies_path(args.output), index=False)
         Path(args.output).with_suffix(".txt").write_text(report(json.loads(Path(args.output).read_text())) + "\n")
 
 

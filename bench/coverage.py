@@ -188,6 +188,13 @@ def exact_upper(errors: int, n: int) -> float:
     return 1.0 if errors >= n else float(stats.beta.ppf(0.95, errors + 1, n - errors))
 
 
+def studies_path(output: str | Path) -> Path:
+    """Where a run saved as ``output`` keeps its per-study rows (``<stem>_studies.parquet`` beside it), for the
+    benches that merge chunks or resample studies (coverage_task_level.py, adaptive_seeds.py)."""
+    output = Path(output)
+    return output.with_name(f"{output.stem}_studies.parquet")
+
+
 def reprint_or_run(
     from_json: str | None, output: str, compute: Callable[[], dict], show: Callable[[dict], str]
 ) -> None:

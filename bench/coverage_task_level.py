@@ -102,7 +102,7 @@ _spec = importlib.util.spec_from_file_location(
 saved = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(saved)  # type: ignore[union-attr]
 coverage = saved.coverage
-COVERAGES, combine, report, studies_path = saved.COVERAGES, saved.combine, saved.report, saved.studies_path
+COVERAGES, combine, report, studies_path = saved.COVERAGES, saved.combine, saved.report, coverage.studies_path
 
 MARGIN = 0.01
 NULL_OFFSET = 1_000_000  # the null studies' generator seeds: study i draws rng=NULL_OFFSET + i

@@ -250,9 +250,3 @@ def band_departures(covered: np.ndarray, n: int, rows: pd.DataFrame, band: tuple
     head = f"       task shown outside {band[0]:.2f}-{band[1]:.2f} (exact binomial per cell, Holm over {len(p)} cells"
     tail = f"unadjusted p < 0.05: {(p < 0.05).sum()}"
     return f"{head}, familywise 0.05): {int(shown.sum())} of {len(p)}: {named or '-'}; {tail}"
-
-
-def studies_path(output: str | Path) -> Path:
-    """Where a run saved as ``output`` keeps its per-study rows (``<stem>_studies.parquet`` beside it)."""
-    output = Path(output)
-    return output.with_name(f"{output.stem}_studies.parquet")
