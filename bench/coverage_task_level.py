@@ -55,10 +55,10 @@ when both ran as many (study i draws rng=i). ``--sd-grid`` replaces the level x 
 integrate over (:data:`~freezestats.stats.failures.sd_integration.SD_GRID`) in every process, to see whether
 another grid keeps n = 100 in the band and brings the conservative shallow cells into it (a grid down to 0.05
 did not: ``bench/results/coverage_task_level_grid005_paired.txt``); it is recorded, and a run on another grid is
-not merged with the analysis's. ``--level-sd-prior``, ``--cell-prior-scale``, ``--size-order``, ``--whole-out``
-and ``--seed-paired`` switch the analysis's other options of the failure part in every process (:class:`Experiment`,
-one row each of ``SWITCHES`` in ``coverage_task_level_record.py``; each recorded, and runs that differ in one are
-not merged).
+not merged with the analysis's. ``--level-sd-prior``, ``--cell-prior-scale``, ``--size-order``, ``--whole-out``,
+``--seed-paired`` and ``--intercept-scale`` switch the analysis's other options of the failure part in every
+process (:class:`Experiment`, one row each of ``SWITCHES`` in ``coverage_task_level_record.py``; each recorded,
+and runs that differ in one are not merged).
 """
 
 from __future__ import annotations
@@ -266,13 +266,14 @@ def yes_no(text: str) -> bool:
 
 
 def parse_scale(text: str) -> float:
-    """``--cell-prior-scale``: a positive number; a one-line error otherwise."""
+    """A prior scale (``--cell-prior-scale``, ``--intercept-scale``): a positive number; argparse names the flag
+    in its one-line error otherwise."""
     try:
         scale = float(text)
     except ValueError:
-        raise SystemExit(f"error: --cell-prior-scale must be a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
     if not scale > 0:
-        raise SystemExit(f"error: --cell-prior-scale must be positive, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
     return scale
 
 

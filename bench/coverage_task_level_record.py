@@ -89,6 +89,9 @@ SWITCHES: dict[str, Switch] = {
     "cell_prior_scale": Switch("freezestats.stats.failures.sd_integration:PRIOR_SCALE", "scale", 1.0,
                                "cell SD prior scale {}",
                                "an experiment: the half-normal prior scale of the level x size SD"),
+    "intercept_scale": Switch("freezestats.stats.items.task_two_part:PAIR_INTERCEPT_SCALE", "scale", None,
+                              "intercept prior scale {}",
+                              "the joint draws give the pair's intercept a normal prior of this scale (default flat)"),
 }  # fmt: skip
 #: the settings chunks must share to be merged into one record
 SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "depth_collapse", "failure_rates", *SWITCHES)

@@ -3,6 +3,7 @@ the task-level coverage bench's code path on a few small studies."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -335,7 +336,7 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     with pytest.raises(ValueError, match="no such switch: pair_by_item"):
         bench.Experiment.of(pair_by_item=True)
     for bad in ("0", "-1", "x"):
-        with pytest.raises(SystemExit, match="--cell-prior-scale"):
+        with pytest.raises(argparse.ArgumentTypeError, match="must be a positive number"):
             bench.parse_scale(bad)
 
 

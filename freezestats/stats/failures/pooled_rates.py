@@ -96,6 +96,7 @@ def pooled_failure_fit(
     level_sd_prior: bool = False,
     size_order: bool = False,
     seed_groups: np.ndarray | None = None,
+    intercept_scale: float | None = None,
 ) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None], RatePosterior | RateMixture | None]:
     """:func:`pooled_failure_probabilities`, plus the coefficients' posterior draws, which the task-level
     contrast's failure part reads its interval from: ``posterior="fitted"`` given the fitted SDs
@@ -108,7 +109,8 @@ def pooled_failure_fit(
     ``level_sd``. ``size_order``: the draws' rates are projected onto rates that do not rise with the train size
     within a level (:mod:`~freezestats.stats.failures.size_order`). ``seed_groups``: every run's seed group (the
     runs of one seed at one size share a code); the draws then pair the runs by seed, the seed SD summed out
-    (:mod:`~freezestats.stats.failures.seed_pairs`)."""
+    (:mod:`~freezestats.stats.failures.seed_pairs`). ``intercept_scale``: the draws give the intercept a normal prior
+    of that scale instead of a flat one (the fit and P stay flat's)."""
     if posterior not in (None, "fitted", "integrated"):
         raise ModelFitError(f"`posterior` must be None, 'fitted' or 'integrated', but got {posterior!r}.")
     levels = runs["frozen_layers"].to_numpy()
@@ -145,12 +147,15 @@ def pooled_failure_fit(
     paired = None if seed_groups is None else SeedGroups.of(keys, y.astype(bool), np.asarray(seed_groups))
 
     def draws(at: _Conditional, n_draws: int) -> RatePosterior:
+        if intercept_scale is not None:
+            at = _with_intercept_prior(at, y, intercept_scale)
         cells = {keys[i]: at.design[i] for i in first}
         prior = None
         if level_sd_prior and level_sd is not None and at.level_columns is not None:
             prior = LevelPrior(at.level_columns, level_sd)
         drawn = sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
-                                      level_prior=prior, seed_groups=paired)  # fmt: skip
+                                      level_prior=prior, seed_groups=paired,
+                                      intercept_scale=intercept_scale)  # fmt: skip
         return replace(drawn, order=SizeOrder.of(counts)) if size_order else drawn
 
     def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:  # an sd_integration.FitAt
@@ -181,6 +186,28 @@ class _Conditional:
     prior_precision: np.ndarray
     loglik: float
     level_columns: tuple[int, int] | None = None  # the two levels' effects in theta, where the level term is in it
+
+
+def _with_intercept_prior(at: _Conditional, y: np.ndarray, scale: float, steps: int = 50) -> _Conditional:
+    """``at`` moved to the posterior mode and curvature with the intercept under a normal prior of ``scale`` (the
+    SDs kept): Newton's method on the penalised log likelihood from ``at``'s mode. Why not importance weights on
+    the flat fit's proposal alone: with a prior much narrower than the flat intercept's SE (10-12 on the logit at
+    the pair's failure-free sizes) 4,000 draws kept an effective sample size of 5-170, below what the caller
+    trusts."""
+    precision = at.prior_precision.copy()
+    precision[0] = 1.0 / scale**2
+    theta = at.theta.copy()
+    for _ in range(steps):
+        p = special.expit(at.design @ theta)
+        gradient = at.design.T @ (y - p) - precision * theta
+        information = at.design.T @ ((p * (1 - p))[:, None] * at.design) + np.diag(precision)
+        step = np.linalg.solve(information, gradient)
+        theta = theta + step
+        if np.abs(step).max() < 1e-8:
+            break
+    p = special.expit(at.design @ theta)
+    information = at.design.T @ ((p * (1 - p))[:, None] * at.design) + np.diag(precision)
+    return replace(at, p=p, theta=theta, cov=np.linalg.inv(information), prior_precision=precision)
 
 
 def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given: dict[str, float]) -> _Conditional:

@@ -149,6 +149,7 @@ def sample_rate_posterior(
     n_draws: int = 10_000,
     level_prior: LevelPrior | None = None,
     seed_groups: SeedGroups | None = None,
+    intercept_scale: float | None = None,
 ) -> RatePosterior:
     """Importance-sample the coefficients' posterior (module docstring).
 
@@ -159,7 +160,9 @@ def sample_rate_posterior(
     Gaussian prior of the pair's two level effects by a scale mixture over their SD
     (:mod:`~freezestats.stats.failures.level_prior`); the proposal stays the Laplace fit's. ``seed_groups`` pairs
     the runs by seed (:mod:`~freezestats.stats.failures.seed_pairs`): the likelihood is then its groups' instead of
-    the cells' binomials, and the rates are marginal over a new seed.
+    the cells' binomials, and the rates are marginal over a new seed. ``intercept_scale`` gives the intercept
+    (coefficient 0) a normal prior of that scale instead of the fit's flat one
+    (:data:`~freezestats.stats.items.task_two_part.PAIR_INTERCEPT_SCALE` says why); the proposal stays the fit's.
 
     >>> rows = {(0, 100): np.array([1.0])}
     >>> post = sample_rate_posterior(rows, {(0, 100): (2, 10)}, np.array([-1.386]), np.array([[0.3125]]),
@@ -178,6 +181,8 @@ def sample_rate_posterior(
     gaussian = np.asarray(prior_precision, dtype=float).copy()
     if level_prior is not None:
         gaussian[list(level_prior.columns)] = 0.0
+    if intercept_scale is not None:
+        gaussian[0] = 1.0 / intercept_scale**2
     # small matrices: a multithreaded BLAS only adds synchronisation. With the second core busy (another process)
     # a call took 0.36 s where one BLAS thread takes 0.017 s (3,000 draws, cProfile of one coverage study)
     with threadpool_limits(limits=1, user_api="blas"):
@@ -200,19 +205,24 @@ def sample_rate_posterior(
                 moved = (centred * weights[:, None]).T @ centred * _INFLATE
                 proposals = [(_DEFENSIVE, first), (1.0 - _DEFENSIVE, (mean, _cholesky(moved)))]
     ratio = 0.0
-    if level_prior is not None or seed_groups is not None:
-        ratio = _log_evidence_ratio(log_w, draws, level_prior, prior_precision, log_lik - binomial)
+    if level_prior is not None or seed_groups is not None or intercept_scale is not None:
+        ratio = _log_evidence_ratio(log_w, draws, level_prior, prior_precision, log_lik - binomial, intercept_scale)
     return RatePosterior(rows=dict(rows), draws=draws, weights=weights, ess=float(1.0 / (weights**2).sum()),
                          log_evidence_ratio=ratio,
                          seeds=None if seed_groups is None else (seed_groups, seed_posterior))  # fmt: skip
 
 
 def _log_evidence_ratio(log_w: np.ndarray, draws: np.ndarray, level_prior: LevelPrior | None,
-                        prior_precision: np.ndarray, paired_minus_binomial: np.ndarray) -> float:  # fmt: skip
+                        prior_precision: np.ndarray, paired_minus_binomial: np.ndarray,
+                        intercept_scale: float | None = None) -> float:  # fmt: skip
     """log Z(this posterior) - log Z(the Laplace fit's model: Gaussian prior, cells' binomials) from the same draws.
     The importance weights under that model differ from ``log_w`` by the two level columns' normalised log
-    densities (a level prior) and by the seed groups' log likelihood over the binomials' (seed pairs)."""
+    densities (a level prior), by the seed groups' log likelihood over the binomials' (seed pairs) and by the
+    intercept's normal log density (an intercept prior, where the fit's is flat)."""
     log_w_fitted = log_w - paired_minus_binomial
+    if intercept_scale is not None:  # log_w holds -b^2 / 2s^2 only: the normal's constant makes it a density
+        log_w = log_w - np.log(intercept_scale * np.sqrt(2.0 * np.pi))
+        log_w_fitted = log_w_fitted + 0.5 * (draws[:, 0] / intercept_scale) ** 2
     if level_prior is not None:
         columns = list(level_prior.columns)
         sd = 1.0 / np.sqrt(prior_precision[columns])

@@ -112,6 +112,11 @@ PAIR_WHOLE_OUT = False
 #: on 60 studies with seed-shared collapses it shortened the shallow depths' mean widths by 0-10% and not their
 #: medians, at 3x the time (README, *The failure part paired by seed*).
 PAIR_SEED_SHARED = False
+#: The scale of a normal prior the joint draws give the pair's intercept; None: flat, as the fit's. Why: at sizes
+#: where the pair's 10 runs show no failure, a flat intercept with the size SD the cliff at 50 examples sets (10-13
+#: on the logit) lets the draws put those sizes' rates at expit(-20), so the failure part keeps no room for a depth
+#: that fails more often than the reference (README, *A shallow depth that collapses more often*).
+PAIR_INTERCEPT_SCALE: float | None = None
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,7 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
     groups = seed_groups(runs) if PAIR_SEED_SHARED and draws else None
     p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=draws,
                                             level_sd_prior=PAIR_LEVEL_SD_PRIOR, size_order=PAIR_SIZE_ORDER,
-                                            seed_groups=groups)  # fmt: skip
+                                            seed_groups=groups, intercept_scale=PAIR_INTERCEPT_SCALE)  # fmt: skip
     return p, rows, None, posterior
 
 
