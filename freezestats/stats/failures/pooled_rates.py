@@ -196,18 +196,27 @@ def _with_intercept_prior(at: _Conditional, y: np.ndarray, scale: float, steps: 
     trusts."""
     precision = at.prior_precision.copy()
     precision[0] = 1.0 / scale**2
-    theta = at.theta.copy()
-    for _ in range(steps):
+
+    def objective(theta: np.ndarray) -> float:
+        eta = at.design @ theta
+        log_lik = (y * -np.logaddexp(0.0, -eta) + (1 - y) * -np.logaddexp(0.0, eta)).sum()
+        return float(log_lik - 0.5 * theta**2 @ precision)
+
+    def information(theta: np.ndarray) -> np.ndarray:
         p = special.expit(at.design @ theta)
-        gradient = at.design.T @ (y - p) - precision * theta
-        information = at.design.T @ ((p * (1 - p))[:, None] * at.design) + np.diag(precision)
-        step = np.linalg.solve(information, gradient)
+        return at.design.T @ ((p * (1 - p))[:, None] * at.design) + np.diag(precision)
+
+    theta = at.theta.copy()
+    for _ in range(steps):  # Newton's method, the step halved while it does not climb (concave: it converges)
+        gradient = at.design.T @ (y - special.expit(at.design @ theta)) - precision * theta
+        step = np.linalg.solve(information(theta), gradient)
+        while objective(theta + step) < objective(theta) and np.abs(step).max() > 1e-10:
+            step = step / 2
         theta = theta + step
         if np.abs(step).max() < 1e-8:
             break
     p = special.expit(at.design @ theta)
-    information = at.design.T @ ((p * (1 - p))[:, None] * at.design) + np.diag(precision)
-    return replace(at, p=p, theta=theta, cov=np.linalg.inv(information), prior_precision=precision)
+    return replace(at, p=p, theta=theta, cov=np.linalg.inv(information(theta)), prior_precision=precision)
 
 
 def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given: dict[str, float]) -> _Conditional:
