@@ -31,7 +31,8 @@ def test_one_cell_matches_quadrature_over_its_logit(failed: int, runs: int) -> N
     design = np.ones((1, 1))
     theta, cov = laplace_mode(design, np.array([failed + 0.5]), np.array([runs + 1.0]), np.zeros(1))
     cell = {(0, 100): design[0]}
-    post = sample_rate_posterior(cell, {(0, 100): (failed, runs)}, theta, cov, np.zeros(1), intercept_scale=SCALE)
+    precision = np.array([1 / SCALE**2])  # a positive intercept precision: the normal prior, against the flat one
+    post = sample_rate_posterior(cell, {(0, 100): (failed, runs)}, theta, cov, precision)
     low, high = post.interval([((0, 100), 1.0)], 0.95)
     # the reference: the posterior of the logit on a fine grid, likelihood times N(0, SCALE^2)
     beta = np.linspace(-40, 40, 80_001)

@@ -154,8 +154,7 @@ def pooled_failure_fit(
         if level_sd_prior and level_sd is not None and at.level_columns is not None:
             prior = LevelPrior(at.level_columns, level_sd)
         drawn = sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
-                                      level_prior=prior, seed_groups=paired,
-                                      intercept_scale=intercept_scale)  # fmt: skip
+                                      level_prior=prior, seed_groups=paired)  # fmt: skip
         return replace(drawn, order=SizeOrder.of(counts)) if size_order else drawn
 
     def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:  # an sd_integration.FitAt

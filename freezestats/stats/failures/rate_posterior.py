@@ -149,20 +149,18 @@ def sample_rate_posterior(
     n_draws: int = 10_000,
     level_prior: LevelPrior | None = None,
     seed_groups: SeedGroups | None = None,
-    intercept_scale: float | None = None,
 ) -> RatePosterior:
     """Importance-sample the coefficients' posterior (module docstring).
 
     ``rows`` and ``counts`` give each cell's linear-predictor row and its ``(failed, runs)``; ``theta`` and ``cov``
     are the Laplace mode and the inverse Hessian there; ``prior_precision`` is the diagonal of :math:`G^{-1}`
-    (0 for the intercept: flat). :data:`_STAGES` moves of the proposal follow the first, and the draws come from
-    a fixed seed (:data:`_SEED`). ``level_prior`` replaces the
+    (0 for the intercept: flat; a positive value there is a normal prior on the intercept, whose evidence ratio
+    against the flat one the draws then estimate). :data:`_STAGES` moves of the proposal follow the first, and
+    the draws come from a fixed seed (:data:`_SEED`). ``level_prior`` replaces the
     Gaussian prior of the pair's two level effects by a scale mixture over their SD
     (:mod:`~freezestats.stats.failures.level_prior`); the proposal stays the Laplace fit's. ``seed_groups`` pairs
     the runs by seed (:mod:`~freezestats.stats.failures.seed_pairs`): the likelihood is then its groups' instead of
-    the cells' binomials, and the rates are marginal over a new seed. ``intercept_scale`` gives the intercept
-    (coefficient 0) a normal prior of that scale instead of the fit's flat one
-    (:data:`~freezestats.stats.items.task_two_part.PAIR_INTERCEPT_SCALE` says why); the proposal stays the fit's.
+    the cells' binomials, and the rates are marginal over a new seed.
 
     >>> rows = {(0, 100): np.array([1.0])}
     >>> post = sample_rate_posterior(rows, {(0, 100): (2, 10)}, np.array([-1.386]), np.array([[0.3125]]),
@@ -181,8 +179,7 @@ def sample_rate_posterior(
     gaussian = np.asarray(prior_precision, dtype=float).copy()
     if level_prior is not None:
         gaussian[list(level_prior.columns)] = 0.0
-    if intercept_scale is not None:
-        gaussian[0] = 1.0 / intercept_scale**2
+    intercept_scale = 1.0 / np.sqrt(gaussian[0]) if gaussian[0] > 0 else None  # PAIR_INTERCEPT_SCALE says why
     # small matrices: a multithreaded BLAS only adds synchronisation. With the second core busy (another process)
     # a call took 0.36 s where one BLAS thread takes 0.017 s (3,000 draws, cProfile of one coverage study)
     with threadpool_limits(limits=1, user_api="blas"):
