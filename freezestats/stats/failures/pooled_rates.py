@@ -198,24 +198,26 @@ def _with_intercept_prior(at: _Conditional, y: np.ndarray, scale: float, steps: 
 
     def objective(theta: np.ndarray) -> float:
         eta = at.design @ theta
-        log_lik = (y * -np.logaddexp(0.0, -eta) + (1 - y) * -np.logaddexp(0.0, eta)).sum()
+        log_lik = (y * special.log_expit(eta) + (1 - y) * special.log_expit(-eta)).sum()
         return float(log_lik - 0.5 * theta**2 @ precision)
 
-    def information(theta: np.ndarray) -> np.ndarray:
-        p = special.expit(at.design @ theta)
-        return at.design.T @ ((p * (1 - p))[:, None] * at.design) + np.diag(precision)
-
-    theta = at.theta.copy()
+    theta, current = at.theta.copy(), objective(at.theta)
     for _ in range(steps):  # Newton's method, the step halved while it does not climb (concave: it converges)
-        gradient = at.design.T @ (y - special.expit(at.design @ theta)) - precision * theta
-        step = np.linalg.solve(information(theta), gradient)
-        while objective(theta + step) < objective(theta) and np.abs(step).max() > 1e-10:
+        p = special.expit(at.design @ theta)
+        step = np.linalg.solve(_information(at.design, p, precision), at.design.T @ (y - p) - precision * theta)
+        while (new := objective(theta + step)) < current and np.abs(step).max() > 1e-10:
             step = step / 2
-        theta = theta + step
+        theta, current = theta + step, new
         if np.abs(step).max() < 1e-8:
             break
     p = special.expit(at.design @ theta)
-    return replace(at, p=p, theta=theta, cov=np.linalg.inv(information(theta)), prior_precision=precision)
+    cov = np.linalg.inv(_information(at.design, p, precision))
+    return replace(at, p=p, theta=theta, cov=cov, prior_precision=precision)
+
+
+def _information(design: np.ndarray, p: np.ndarray, precision: np.ndarray) -> np.ndarray:
+    """The mixed-model equations' matrix at rates ``p``: the binomial information plus the prior precisions."""
+    return design.T @ ((p * (1 - p))[:, None] * design) + np.diag(precision)
 
 
 def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given: dict[str, float]) -> _Conditional:
@@ -242,9 +244,8 @@ def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given
     p = special.expit(eta)
     design = np.column_stack([x, *z_blocks])
     prior_precision = np.concatenate([np.zeros(x.shape[1]), g_inv])
-    information = design.T @ ((p * (1 - p))[:, None] * design) + np.diag(prior_precision)
     try:
-        cov = np.linalg.inv(information)
+        cov = np.linalg.inv(_information(design, p, prior_precision))
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model's mixed-model equations are singular ({err})") from None
     return _Conditional(p, design, np.concatenate(theta), cov, prior_precision, float(fit.loglik), level_columns)
