@@ -129,3 +129,52 @@ def test_the_contrasts_failure_part_pairs_by_seed_when_asked(monkeypatch: pytest
     width = {name: np.subtract(*parts.posterior.interval(terms, 0.95)[::-1]) for name, parts in
              (("paired", paired), ("unpaired", unpaired))}  # fmt: skip
     assert width["paired"] < 0.8 * width["unpaired"]
+
+
+def test_where_the_seed_decides_a_group_has_the_frechet_bounds_probability() -> None:
+    cells = [(4, 100), (0, 100), (4, 100), (0, 100), (4, 100), (0, 100), (4, 200)]
+    failed = np.array([True, True, True, False, False, False, False])
+    codes = np.array([0, 0, 1, 1, 2, 2, 3])
+    eta = {(4, 100): np.array([-0.4]), (0, 100): np.array([-1.1]), (4, 200): np.array([-2.0])}
+    # the limit of a large seed SD: the quadrature at an SD of 50 with the same marginal rates
+    large = SeedGroups.of(cells, failed, codes, sds=(50.0,))
+    marginal = {c: special.logit(marginal_rates(conditional_scale(50.0) * v, 50.0)) for c, v in eta.items()}
+    decide = SeedGroups.of(cells, failed, codes, sds=(float("inf"),))
+    assert decide.log_likelihood(marginal)[0][0] == pytest.approx(large.log_likelihood(eta)[0][0], abs=1e-6)
+    # by hand: both fail (min P), the depth alone (its P above the reference's), both healthy, one run healthy
+    p4, p0, p4b = (special.expit(eta[c][0]) for c in ((4, 100), (0, 100), (4, 200)))
+    by_hand = np.log(min(p4, p0)) + np.log(p4 - p0) + np.log(1 - max(p4, p0)) + np.log(1 - p4b)
+    assert decide.log_likelihood(eta)[0][0] == pytest.approx(by_hand, abs=1e-12)
+    # a pair failing the other way round (the cell with the lower rate alone) is impossible there, not on the grid
+    wrong = SeedGroups.of([(4, 100), (0, 100)], np.array([False, True]), np.array([0, 0]), sds=(0.0, 1.0, float("inf")))
+    total, posterior = wrong.log_likelihood(eta)
+    assert np.isfinite(total[0]) and posterior[0, 2] == 0.0
+
+
+def test_the_grid_reaching_infinity_takes_the_half_cauchy_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    from freezestats.stats.failures import seed_pairs
+
+    cells, failed, codes = [(1, 50), (0, 50)], np.array([True, True]), np.array([0, 0])
+    assert seed_pairs.default_sds() == seed_pairs.SEED_SD_GRID
+    monkeypatch.setattr(seed_pairs, "SEEDS_DECIDE", True)
+    groups = SeedGroups.of(cells, failed, codes)
+    assert groups.sds[-1] == np.inf and len(groups.sds) == len(seed_pairs.SEED_SD_GRID) + 1
+    mass = np.exp(groups.log_prior)
+    assert mass.sum() == pytest.approx(1.0)
+    # every SD above the last finite point's range (4 stands for 3..5) is the limit's
+    assert mass[-1] == pytest.approx(stats.halfcauchy.sf(5.0, scale=seed_pairs.SEED_SD_SCALE), rel=1e-9)
+
+
+def test_letting_the_seed_decide_narrows_concordant_pairs_further(monkeypatch: pytest.MonkeyPatch) -> None:
+    from freezestats.stats.failures import seed_pairs
+
+    runs = _pair_runs(concordant=True)
+    failed, groups = runs["failed"].to_numpy(), seed_groups(runs)
+    terms, widths = [((1, 100), 1.0), ((0, 100), -1.0)], {}
+    for decide in (False, True):
+        monkeypatch.setattr(seed_pairs, "SEEDS_DECIDE", decide)
+        _, _, posterior = pooled_failure_fit(runs, failed, 2.5, posterior="fitted", seed_groups=groups)
+        low, high = posterior.interval(terms, 0.95)
+        widths[decide] = high - low
+        assert posterior.ess >= 200
+    assert widths[True] < 0.9 * widths[False]

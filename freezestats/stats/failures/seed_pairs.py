@@ -34,6 +34,16 @@ half-normal prior of scale :data:`SEED_SD_SCALE`): :math:`L(\theta) = \sum_\sigm
 failures). Not a sample per grid point either: that took 99 s a simulated study of the coverage bench against 12 s
 unpaired; summed inside the likelihood it takes 40 s (AMD EPYC, one process).
 
+Where the seed alone decides
+----------------------------
+As :math:`\sigma_s` grows, a run fails given its seed exactly when the seed's :math:`z` passes its cell's threshold,
+so a seed's runs fail in the order of their cells' rates: the seed draws :math:`u \sim U(0, 1)` and every run whose
+cell's rate is above :math:`u` fails (the upper Frechet bound's copula). A group then has the probability
+:math:`\max(0, \min_F P - \max_O P)` (failed cells :math:`F`, healthy ones :math:`O`), the large-SD quadrature's
+limit (tested at an SD of 50), at no cost beyond the rates. Concordant pairs keep the whole rate difference in the
+discordant ones' count: 0 discordant of 5 says :math:`|P_k - P_0| \lesssim 0.45` at that size, and every size's
+pairs say it together through the level effect. :data:`SEEDS_DECIDE` adds that limit to the grid.
+
 The coefficients keep their meaning across :math:`\sigma_s`: a run's logit given its seed is
 :math:`\eta / \kappa(\sigma_s) + \sigma_s z` (so :math:`\eta_{c_j}` in :math:`L_g` above reads
 :math:`\eta_{c_j} / \kappa(\sigma_s)`, and likewise in :math:`P_c`) with
@@ -50,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["SEED_SD_GRID", "SEED_SD_SCALE", "SeedGroups", "marginal_rates"]
+__all__ = ["SEEDS_DECIDE", "SEED_SD_GRID", "SEED_SD_SCALE", "SeedGroups", "default_sds", "marginal_rates"]
 
 Cell = tuple[int, int]  # (frozen_layers, train_size)
 #: The seed integral's nodes: the trapezoidal rule on [-6.4, 6.4], spacing 1.6 / SD (at most 1). For an integrand
@@ -77,26 +87,48 @@ def _nodes(sd: float) -> tuple[np.ndarray, np.ndarray]:
 SEED_SD_GRID: tuple[float, ...] = (0.0, 1.0, 2.0, 4.0)
 #: the half-normal prior's scale on the seed SD: a seed may move a run's odds of failing by a factor of e^2
 SEED_SD_SCALE = 2.0
+#: Whether the grid reaches the limit where the seed alone decides (an infinite seed SD:
+#: :meth:`SeedGroups._seeds_decide`), under a half-Cauchy prior of the same scale instead of the half-normal
+#: (Gelman 2006's prior for a variance component; a half-normal's mass above an SD of 5 is 0.012, the
+#: half-Cauchy's 0.24). Why: real shallow depths fail on the very seeds full fine-tuning fails on (0 of 20 seeds
+#: apart, 14 both failed, in the 20-seed SST-2 study), which the grid's largest SD of 4 (a latent seed correlation
+#: of 0.83) cannot say, so concordant pairs narrowed the rate difference less than they can.
+SEEDS_DECIDE = False
+
+
+def default_sds() -> tuple[float, ...]:
+    """The seed SDs a :class:`SeedGroups` sums over unless told: :data:`SEED_SD_GRID`, and infinity where
+    :data:`SEEDS_DECIDE`."""
+    return (*SEED_SD_GRID, float("inf")) if SEEDS_DECIDE else SEED_SD_GRID
 
 
 def marginal_rates(eta: np.ndarray, sd: float) -> np.ndarray:
     """:math:`E_z\\,\\operatorname{expit}(\\eta + sd\\,z)`, elementwise; ``expit(eta)`` where ``sd`` is 0."""
     if sd <= 0.0:
         return special.expit(eta)
+    if np.isinf(sd):
+        raise ValueError("the marginal rate at an infinite seed SD is expit of the marginal logit: use that")
     nodes, log_weights = _nodes(sd)
     return special.expit(np.asarray(eta, dtype=float)[..., None] + sd * nodes) @ np.exp(log_weights)
 
 
 def conditional_scale(sd: float) -> float:
     """:math:`1 / \\kappa(sd)`: what the marginal logit is multiplied by to be the logit given the seed."""
+    if np.isinf(sd):
+        return float("inf")
     return float(np.sqrt(1.0 + np.pi * sd**2 / 8.0))
 
 
 def _prior_masses(grid: np.ndarray) -> np.ndarray:
-    """The half-normal prior's mass of the SD range each grid point stands for (to the midpoints; the last point
-    as far above as the one below it), normalised."""
-    edges = np.concatenate([[0.0], (grid[1:] + grid[:-1]) / 2, [grid[-1] + (grid[-1] - grid[-2]) / 2]])
-    mass = np.diff(stats.halfnorm.cdf(edges, scale=SEED_SD_SCALE))
+    """The prior's mass of the SD range each grid point stands for (to the midpoints; the last finite point as far
+    above as the one below it, and infinity, where the grid has it, every SD above that), normalised: half-normal,
+    or half-Cauchy where the grid reaches infinity (:data:`SEEDS_DECIDE`)."""
+    finite = grid[np.isfinite(grid)]
+    edges = np.concatenate([[0.0], (finite[1:] + finite[:-1]) / 2, [finite[-1] + (finite[-1] - finite[-2]) / 2]])
+    prior = stats.halfnorm
+    if len(finite) < len(grid):
+        edges, prior = np.append(edges, np.inf), stats.halfcauchy
+    mass = np.diff(prior.cdf(edges, scale=SEED_SD_SCALE))
     return mass / mass.sum()
 
 
@@ -114,7 +146,7 @@ class SeedGroups:
     def of(cls, cells: list[Cell], failed: np.ndarray, groups: np.ndarray,
            sds: tuple[float, ...] | None = None) -> SeedGroups:  # fmt: skip
         """From every run's cell, failure flag and seed group (runs of one group share a seed and a size); ``sds``
-        the seed SDs to sum over (default :data:`SEED_SD_GRID`; one SD: that SD given)."""
+        the seed SDs to sum over (default :func:`default_sds`; one SD: that SD given; ``inf``: the seed decides)."""
         members: dict[object, list[tuple[Cell, bool]]] = {}
         for cell, flag, group in zip(cells, np.asarray(failed, dtype=bool).tolist(), groups.tolist(), strict=True):
             members.setdefault(group, []).append((cell, bool(flag)))
@@ -122,7 +154,7 @@ class SeedGroups:
         for runs in members.values():
             pattern = tuple(sorted(runs))
             tally[pattern] = tally.get(pattern, 0) + 1
-        grid = np.array(SEED_SD_GRID if sds is None else sds, dtype=float)
+        grid = np.array(default_sds() if sds is None else sds, dtype=float)
         log_prior = np.log(_prior_masses(grid)) if len(grid) > 1 else np.zeros(1)
         return cls(tuple(tally), np.array(list(tally.values()), dtype=float), grid, log_prior)
 
@@ -135,6 +167,8 @@ class SeedGroups:
 
     def _at(self, eta: dict[Cell, np.ndarray], sd: float) -> np.ndarray:
         """The log likelihood of every draw at one seed SD."""
+        if np.isinf(sd):
+            return self._seeds_decide(eta)
         nodes, log_weights = _nodes(sd)
         scale = conditional_scale(sd)
         log_fail, log_ok = {}, {}
@@ -149,8 +183,30 @@ class SeedGroups:
             total += count * (top + np.log(np.exp(given_z - top[:, None]).sum(axis=1)))
         return total
 
+    def _seeds_decide(self, eta: dict[Cell, np.ndarray]) -> np.ndarray:
+        """The log likelihood of every draw where the seed alone decides (the limit of an infinite seed SD): a seed's
+        draw :math:`u \\sim U(0, 1)` fails every run whose cell's rate is above it, so a group with failed cells
+        :math:`F` and healthy ones :math:`O` has probability :math:`\\max(0, \\min_F P - \\max_O P)` (the upper
+        Frechet bound's copula). A pair that fails the other way round (the depth with the lower rate fails alone)
+        has probability 0 here, and the draw's weight rests on the finite SDs."""
+        rate = {cell: special.expit(values) for cell, values in eta.items()}
+        size = len(next(iter(eta.values())))
+        total = np.zeros(size)
+        for pattern, count in zip(self.patterns, self.counts, strict=True):
+            low = np.zeros(size)
+            high = np.ones(size)
+            for cell, failed in pattern:
+                if failed:
+                    high = np.minimum(high, rate[cell])
+                else:
+                    low = np.maximum(low, rate[cell])
+            with np.errstate(divide="ignore"):
+                total += count * np.log(np.clip(high - low, 0.0, None))
+        return total
+
     def rates(self, eta: np.ndarray, posterior: np.ndarray) -> np.ndarray:
         """A cell's failure rate for a new seed at every draw: the marginal at each seed SD, averaged over the
         draw's posterior over the SDs (``posterior``, draws x SDs, from :meth:`log_likelihood`)."""
-        at_sd = [marginal_rates(conditional_scale(sd) * eta, sd) for sd in self.sds]
+        at_sd = [special.expit(eta) if np.isinf(sd) else marginal_rates(conditional_scale(sd) * eta, sd)
+                 for sd in self.sds]  # fmt: skip
         return (np.column_stack(at_sd) * posterior).sum(axis=1)
