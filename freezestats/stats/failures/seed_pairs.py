@@ -114,8 +114,6 @@ def marginal_rates(eta: np.ndarray, sd: float) -> np.ndarray:
 
 def conditional_scale(sd: float) -> float:
     """:math:`1 / \\kappa(sd)`: what the marginal logit is multiplied by to be the logit given the seed."""
-    if np.isinf(sd):
-        return float("inf")
     return float(np.sqrt(1.0 + np.pi * sd**2 / 8.0))
 
 
