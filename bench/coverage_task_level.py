@@ -56,8 +56,8 @@ integrate over (:data:`~freezestats.stats.failures.sd_integration.SD_GRID`) in e
 another grid keeps n = 100 in the band and brings the conservative shallow cells into it (a grid down to 0.05
 did not: ``bench/results/coverage_task_level_grid005_paired.txt``); it is recorded, and a run on another grid is
 not merged with the analysis's. ``--level-sd-prior``, ``--cell-prior-scale``, ``--size-order``, ``--whole-out``,
-``--seed-paired``, ``--seeds-decide`` and ``--intercept-scale`` switch the analysis's other options of the failure
-part in every process (:class:`Experiment`, one row each of ``SWITCHES`` in ``coverage_task_level_record.py``;
+``--seed-paired``, ``--seeds-decide``, ``--intercept-scale`` and ``--level-sd`` switch the analysis's other
+options of the failure part in every process (:class:`Experiment`, one row each of ``SWITCHES`` in ``coverage_task_level_record.py``;
 each recorded, and runs that differ in one are not merged).
 """
 
@@ -266,8 +266,8 @@ def yes_no(text: str) -> bool:
 
 
 def parse_scale(text: str) -> float:
-    """A prior scale (``--cell-prior-scale``, ``--intercept-scale``): a positive number; argparse names the flag
-    in its one-line error otherwise."""
+    """A prior scale or SD (``--cell-prior-scale``, ``--intercept-scale``, ``--level-sd``): a positive number;
+    argparse names the flag in its one-line error otherwise."""
     try:
         scale = float(text)
     except ValueError:

@@ -89,6 +89,8 @@ SWITCHES: dict[str, Switch] = {
     "seeds_decide": Switch("freezestats.stats.failures.seed_pairs:SEEDS_DECIDE", "yes/no", False,
                            "the seed SD reaching the limit where the seed decides",
                            "with --seed-paired yes: the seed SD's grid reaches infinity, half-Cauchy prior (yes)"),
+    "level_sd": Switch("freezestats.stats.items.task_two_part:PAIR_LEVEL_SD", "scale", 2.5, "pair level SD {}",
+                       "an experiment: the SD of the depth's and the reference's effects in the pair's failure model"),
     "cell_prior_scale": Switch("freezestats.stats.failures.sd_integration:PRIOR_SCALE", "scale", 1.0,
                                "cell SD prior scale {}",
                                "an experiment: the half-normal prior scale of the level x size SD"),

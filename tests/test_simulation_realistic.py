@@ -330,6 +330,11 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
     monkeypatch.setattr(task_two_part, "PAIR_SEED_SHARED", False)
     bench.configure(task, task, "pooled_joint", bench.Experiment.of(seed_paired=True))
     assert task_two_part.PAIR_SEED_SHARED is True  # every switch of the table reaches the analysis
+    monkeypatch.setattr(task_two_part, "PAIR_LEVEL_SD", task_two_part.PAIR_LEVEL_SD)
+    bench.configure(task, task, "pooled_joint", bench.Experiment.of(level_sd=0.5))
+    assert task_two_part.PAIR_LEVEL_SD == 0.5
+    assert bench.saved.switch_labels({"level_sd": 0.5}) == ", pair level SD 0.5"
+    assert bench.saved.switch_labels({"level_sd": 2.5}) == ""  # the analysis's, and what older records ran with
     assert experiment.settings()["sd_grid"] is None and experiment.settings()["cell_prior_scale"] == 0.5
     header = bench.saved.switch_labels({"sd_grid": [0.1, 0.5], "whole_out": True, "cell_prior_scale": 1.0})
     assert header == ", SD grid [0.1, 0.5], a depth entering whole left out of the rates"  # 1.0: the default
