@@ -57,8 +57,8 @@ another grid keeps n = 100 in the band and brings the conservative shallow cells
 did not: ``bench/results/coverage_task_level_grid005_paired.txt``); it is recorded, and a run on another grid is
 not merged with the analysis's. ``--level-sd-prior``, ``--cell-prior-scale``, ``--size-order``, ``--whole-out``,
 ``--seed-paired``, ``--seeds-decide``, ``--intercept-scale`` and ``--level-sd`` switch the analysis's other
-options of the failure part in every process (:class:`Experiment`, one row each of ``SWITCHES`` in ``coverage_task_level_record.py``;
-each recorded, and runs that differ in one are not merged).
+options of the failure part in every process (:class:`Experiment`, one row each of ``SWITCHES`` in
+``coverage_task_level_record.py``; each recorded, and runs that differ in one are not merged).
 """
 
 from __future__ import annotations
