@@ -28,6 +28,18 @@ def split(runs: dict[str, pd.DataFrame], studies: int, depths: list[int]) -> pd.
     return pd.DataFrame(rows)
 
 
+def over_sizes(runs: dict[str, pd.DataFrame], studies: int) -> pd.DataFrame:
+    """Per run: every depth's task-level coverage over all its sizes and the familywise error (the share of null
+    studies naming any depth at any size non-inferior), on the first ``studies`` studies."""
+    rows = []
+    for label, frame in runs.items():
+        shared = frame[frame["study"] < studies]
+        alt, null = shared[shared["kind"] == "alternative"], shared[shared["kind"] == "null"]
+        row = {"run": label, **{f"frozen {d}": c for d, c in alt.groupby("frozen_layers")["task"].mean().items()}}
+        rows.append({**row, "familywise error": null.groupby("study")["noninferior"].any().mean()})
+    return pd.DataFrame(rows).set_index("run")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="label path pairs: a name, then a run's _studies.parquet")
@@ -43,6 +55,8 @@ def main() -> None:
     )
     print(f"studies 0-{args.studies - 1}, n >= 100: coverage, median width and error SD (points) by collapse shown")
     print(wide.round(3).to_string())
+    print(f"\nstudies 0-{args.studies - 1}, every size: coverage per depth, and the familywise error at the margin")
+    print(over_sizes(runs, args.studies).round(3).to_string())
 
 
 if __name__ == "__main__":
