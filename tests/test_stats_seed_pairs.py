@@ -163,6 +163,10 @@ def test_the_grid_reaching_infinity_takes_the_half_cauchy_tail(monkeypatch: pyte
     assert mass.sum() == pytest.approx(1.0)
     # every SD above the last finite point's range (4 stands for 3..5) is the limit's
     assert mass[-1] == pytest.approx(stats.halfcauchy.sf(5.0, scale=seed_pairs.SEED_SD_SCALE), rel=1e-9)
+    # a lone finite point stands for 0 to twice itself (was an IndexError)
+    lone = SeedGroups.of(cells, failed, codes, sds=(1.5, np.inf))
+    tail = stats.halfcauchy.sf(3.0, scale=seed_pairs.SEED_SD_SCALE)
+    assert np.exp(lone.log_prior) == pytest.approx([1 - tail, tail], rel=1e-9)
 
 
 def test_letting_the_seed_decide_narrows_concordant_pairs_further(monkeypatch: pytest.MonkeyPatch) -> None:

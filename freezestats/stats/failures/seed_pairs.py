@@ -118,11 +118,14 @@ def conditional_scale(sd: float) -> float:
 
 
 def _prior_masses(grid: np.ndarray) -> np.ndarray:
-    """The prior's mass of the SD range each grid point stands for (to the midpoints; the last finite point as far
-    above as the one below it, and infinity, where the grid has it, every SD above that), normalised: half-normal,
-    or half-Cauchy where the grid reaches infinity (:data:`SEEDS_DECIDE`)."""
+    """The prior's mass of the SD range each grid point stands for (to the midpoints; the last finite point's range
+    as far above it as below, so a lone finite point stands for 0 to twice itself; and infinity, where the grid has
+    it, every SD above that), normalised: half-normal, or half-Cauchy where the grid reaches infinity
+    (:data:`SEEDS_DECIDE`)."""
     finite = grid[np.isfinite(grid)]
-    edges = np.concatenate([[0.0], (finite[1:] + finite[:-1]) / 2, [finite[-1] + (finite[-1] - finite[-2]) / 2]])
+    mids = (finite[1:] + finite[:-1]) / 2
+    below_last = mids[-1] if len(mids) else 0.0
+    edges = np.concatenate([[0.0], mids, [2 * finite[-1] - below_last]])
     prior = stats.halfnorm
     if len(finite) < len(grid):
         edges, prior = np.append(edges, np.inf), stats.halfcauchy
