@@ -11,8 +11,17 @@ side on the same studies, split that way, at n >= 100 (at 50 examples nearly eve
 from __future__ import annotations
 
 import argparse
+import importlib.util
+from pathlib import Path
 
 import pandas as pd
+
+# the coverage bench's record (per-depth coverage, familywise error), loaded by path as coverage_task_level.py does
+_spec = importlib.util.spec_from_file_location(
+    "bench_coverage_task_level_record", Path(__file__).resolve().with_name("coverage_task_level_record.py")
+)
+saved = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(saved)  # type: ignore[union-attr]
 
 
 def split(runs: dict[str, pd.DataFrame], studies: int, depths: list[int]) -> pd.DataFrame:
@@ -30,13 +39,14 @@ def split(runs: dict[str, pd.DataFrame], studies: int, depths: list[int]) -> pd.
 
 def over_sizes(runs: dict[str, pd.DataFrame], studies: int) -> pd.DataFrame:
     """Per run: every depth's task-level coverage over all its sizes and the familywise error (the share of null
-    studies naming any depth at any size non-inferior), on the first ``studies`` studies."""
+    studies naming any depth at any size non-inferior), on the first ``studies`` studies, as the coverage bench's
+    record reads them."""
     rows = []
     for label, frame in runs.items():
         shared = frame[frame["study"] < studies]
         alt, null = shared[shared["kind"] == "alternative"], shared[shared["kind"] == "null"]
-        row = {"run": label, **{f"frozen {d}": c for d, c in alt.groupby("frozen_layers")["task"].mean().items()}}
-        rows.append({**row, "familywise error": null.groupby("study")["noninferior"].any().mean()})
+        depths = {f"frozen {d['frozen_layers']}": d["task"] for d in saved.depth_coverage(alt)}
+        rows.append({"run": label, **depths, "familywise error": saved.familywise_error(null)["any"]})
     return pd.DataFrame(rows).set_index("run")
 
 

@@ -31,12 +31,16 @@ LABELS = {"task": "task", "task_delta": "delta", "seed_task": "seed>task", "seed
 
 def record(alt: pd.DataFrame, null: pd.DataFrame, started: float, errors: dict, settings: dict, **extra) -> dict:
     """The saved record of these studies' rows: per-contrast summary and the familywise error under the null."""
-    shown = null.groupby(["study", "train_size"])["noninferior"].any().unstack()
-    fwer = {"any": float(shown.any(axis=1).mean()), **{str(n): float(shown[n].mean()) for n in shown.columns}}
     n_studies = int(alt["study"].nunique())
     depths = depth_coverage(alt)
-    return coverage.result_record(n_studies, started, errors, summarise(alt, null), fwer=fwer, depths=depths,
-                                  **settings, **extra)  # fmt: skip
+    return coverage.result_record(n_studies, started, errors, summarise(alt, null), fwer=familywise_error(null),
+                                  depths=depths, **settings, **extra)  # fmt: skip
+
+
+def familywise_error(null: pd.DataFrame) -> dict[str, float]:
+    """The share of null studies naming any depth non-inferior: at any size (``any``) and per size."""
+    shown = null.groupby(["study", "train_size"])["noninferior"].any().unstack()
+    return {"any": float(shown.any(axis=1).mean()), **{str(n): float(shown[n].mean()) for n in shown.columns}}
 
 
 def depth_coverage(alt: pd.DataFrame) -> list[dict]:
