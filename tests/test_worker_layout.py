@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -76,3 +78,111 @@ def test_run_with_auto_workers_says_so_and_runs_every_cell_once(
     study = load_study(open_storage(storage), None)
     done = Counter(t.user_attrs["cell_key"] for t in study.get_trials(states=(TrialState.COMPLETE,)))
     assert len(done) == 4 and set(done.values()) == {1}
+
+
+def _enqueued(tmp_path: Path, tiny_model: Path, glue_dir: Path, grid: dict) -> str:
+    spec = write_spec(tmp_path, simple_spec(model=str(tiny_model), grid=grid, training={"epochs": 1}))
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    args = ["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--enqueue-only"]
+    assert main(args) == 0
+    return storage
+
+
+def test_auto_starts_no_more_workers_than_claims_left(tmp_path: Path, tiny_model: Path, glue_dir: Path) -> None:
+    from freezestats.runner._fused import waiting_claims
+    from freezestats.runner._pool import WorkerPool
+
+    storage = _enqueued(tmp_path, tiny_model, glue_dir, {"frozen_layers": [0, 2], "train_sizes": [32], "seeds": [1, 2]})
+    study = load_study(open_storage(storage), None)
+    assert waiting_claims(study, "off") == 4
+    assert waiting_claims(study, "2") == 2 and waiting_claims(study, "auto") == 2  # one group per depth
+    assert waiting_claims(study, "3") == 2  # a group of two is one claim of up to 3
+    pool = WorkerPool(storage, study.study_name, 4, None, None, tmp_path / "artifacts", auto=True)
+    assert pool.size_for(study) == (4, "")
+    fused = WorkerPool(storage, study.study_name, 4, None, None, tmp_path / "artifacts", fuse="auto", auto=True)
+    n, why = fused.size_for(study)
+    assert n == 2 and f"2 worker process(es) x {max(1, usable_cores() // 2)} torch thread(s)" in why
+    assert "since 2 claims are left" in why
+    asked = WorkerPool(storage, study.study_name, 4, None, None, tmp_path / "artifacts", fuse="auto")
+    assert asked.size_for(study) == (4, "")  # a count given with --workers is obeyed
+
+
+def test_a_one_cell_study_under_auto_runs_one_worker_on_every_core(
+    tmp_path: Path,
+    tiny_model: Path,
+    glue_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if usable_cores() < 2:
+        pytest.skip("needs two cores: auto starts one worker on one core anyway")
+    monkeypatch.delenv("FREEZESTATS_WORKERS")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # as outside the suite: the pool sets the threads
+    spec = write_spec(
+        tmp_path,
+        simple_spec(model=str(tiny_model), grid={"frozen_layers": [0], "train_sizes": [32], "seeds": [1]}),
+    )
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    assert main(["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert f"auto: 1 worker process(es) x {usable_cores()} torch thread(s), since 1 claim is left" in captured.err
+    (trial,) = load_study(open_storage(storage), None).get_trials(states=(TrialState.COMPLETE,))
+    assert trial.user_attrs["torch_threads"] == usable_cores()
+
+
+_HOLD_A_SHARE = """
+import sys, time
+from pathlib import Path
+from freezestats.runner._threads import ThreadShare
+share = ThreadShare(Path(sys.argv[1]), 4)
+print("holding", flush=True)
+if sys.argv[2] == "release":
+    sys.stdin.readline()
+    share.release()
+    print("released", flush=True)
+time.sleep(120)
+"""
+
+
+def _hold_a_share(folder: Path, then: str) -> subprocess.Popen:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_A_SHARE, str(folder), then],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "holding"
+    return child
+
+
+def test_a_killed_or_finished_worker_hands_its_threads_to_the_running_ones(tmp_path: Path) -> None:
+    """The threads of a worker killed with SIGKILL (no cleanup ran) or done claiming go to the workers alive."""
+    import torch
+
+    from freezestats.runner._threads import ThreadShare
+
+    killed, finished = _hold_a_share(tmp_path, "sleep"), _hold_a_share(tmp_path, "release")
+    try:
+        mine = ThreadShare(tmp_path, 4, min_interval=0.0)
+        assert mine.alive() == 3 and mine.threads() == 1
+        killed.kill()
+        killed.wait(timeout=30)
+        assert mine.alive() == 2 and mine.threads() == 2
+        assert len(list(tmp_path.glob("*.lock"))) == 2  # the dead worker's file is gone
+        assert finished.stdin is not None and finished.stdout is not None
+        finished.stdin.write("go\n")
+        finished.stdin.flush()
+        assert finished.stdout.readline().strip() == "released"
+        assert mine.alive() == 1 and mine.threads() == 4
+        before = torch.get_num_threads()
+        try:
+            mine.rebalance()
+            assert torch.get_num_threads() == 4
+        finally:
+            torch.set_num_threads(before)
+        mine.release()
+        assert list(tmp_path.glob("*.lock")) == []
+    finally:
+        for child in (killed, finished):
+            child.kill()
+            child.wait(timeout=30)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import optuna
 
     from freezestats.runner import RunReport
+    from freezestats.runner._layout import WorkerLayout
     from freezestats.runner.adaptive import AdaptiveRun
     from freezestats.spec.study import StudySpec
 
@@ -50,7 +51,7 @@ def check_adaptive_flags(args: argparse.Namespace, spec: StudySpec) -> bool:
 
 
 def run_adaptively(
-    args: argparse.Namespace, spec: StudySpec, workers: int, devices: Sequence[str] | None
+    args: argparse.Namespace, spec: StudySpec, layout: WorkerLayout, devices: Sequence[str] | None
 ) -> RunReport | None:
     """``run`` of a spec with ``[adaptive]``: rounds until each depth is decided; prints the rounds and the stop.
 
@@ -78,8 +79,9 @@ def run_adaptively(
         max_trials=args.max_trials,
         show_progress=not args.no_progress,
         enqueue_only=args.enqueue_only,
-        workers=workers,
+        workers=layout.workers,
         devices=devices,
+        auto_workers=layout.auto,
     )
     _print_rounds(result)
     return None if args.enqueue_only else result.report

@@ -202,7 +202,7 @@ class _Run(_Command):
         if not args.enqueue_only:
             print(f"Workers: {layout.reason}")
         if check_adaptive_flags(args, spec):  # a spec with [adaptive] runs in rounds
-            adaptive = run_adaptively(args, spec, layout.workers, devices)
+            adaptive = run_adaptively(args, spec, layout, devices)
             return 0 if adaptive is None else _finish(adaptive, args.storage)
         report = run_study(
             spec,
@@ -216,6 +216,7 @@ class _Run(_Command):
             devices=devices,
             extend=args.extend,
             fuse=fuse,
+            auto_workers=layout.auto,
         )
         if args.enqueue_only:
             print(

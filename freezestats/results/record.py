@@ -109,6 +109,9 @@ class TrialRecord:
     versions: dict[str, str] = field(metadata=_KEPT)  # library versions that ran the trial
     arm_kind: str | None = field(default=None, metadata=_KEPT)  # the registered arm behind `arm` (None: single-arm)
     arm_options: dict[str, Any] = field(default_factory=dict, metadata=_KEPT)  # the arm's options (e.g. pooling)
+    # torch's intra-op threads when the run ended: more than it started with where a pool's idle worker handed
+    # its threads over (freezestats.runner._threads), which its wall_seconds then reflect
+    torch_threads: int | None = field(default=None, metadata=_KEPT)
 
     def attrs(self) -> dict[str, Any]:
         """What the runner stores as the trial's user attributes: every ``run`` field."""

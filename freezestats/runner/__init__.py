@@ -30,6 +30,7 @@ from freezestats.runner._prepare import PreparedStudy, PreparedTask, prepare_stu
 from freezestats.runner._progress import Progress
 from freezestats.runner._provenance import store_study_attrs, stored_carves, with_stored_carves
 from freezestats.runner._search import grid_after_search
+from freezestats.runner._threads import ThreadShare
 from freezestats.runner._trial import run_cell
 from freezestats.runner.interrupts import InterruptGate
 from freezestats.spec.study import StudySpec
@@ -77,12 +78,14 @@ def run_study(
     devices: Sequence[str] | None = None,
     extend: bool = False,
     fuse: str = "off",
+    auto_workers: bool = False,
 ) -> RunReport:
     """Run (or resume) the study described by ``spec`` in ``storage``.
 
     With ``enqueue_only`` the study and its cells are created and nothing runs (workers started with
     :func:`work_study` anywhere run them). With ``workers > 1`` this process enqueues and N worker
-    processes (one per entry of ``devices``, cycled) claim and run the cells. ``fuse`` (``off``, ``auto`` or K):
+    processes (one per entry of ``devices``, cycled) claim and run the cells; with ``auto_workers`` no more of them
+    than there are claims left (:meth:`WorkerPool.size_for`). ``fuse`` (``off``, ``auto`` or K):
     claim up to K runs of a cell that differ only in their seed and train them fused (:mod:`._fused`).
     """
     started = time.perf_counter()
@@ -93,7 +96,7 @@ def run_study(
         return _report(study, prepared, storage, started, n_run=0)
     pool = None
     if workers > 1:
-        pool = WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts, fuse)
+        pool = WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts, fuse, auto=auto_workers)
     runner = _Runner(prepared, study, artifacts, max_trials, show_progress, pool, fuse)  # a pool's bar counts cells
     interrupted = runner.until_done_or_interrupted(runner.run)
     return _report(study, prepared, storage, started, n_run=runner.n_run, interrupted=interrupted)
@@ -213,6 +216,7 @@ class _Runner:
         self.fuse = parse_fuse(fuse)  # `off`, `auto` or K: runs of one cell group claimed and trained together
         self.prefix_cache = PrefixCache()  # frozen-layer outputs, shared by this process's trials
         self.interrupts = InterruptGate()  # Ctrl-C lands inside a trial's fine-tuning or between trials
+        self.threads = ThreadShare.from_environment()  # a pool's worker: its share of the machine's threads
         # Optuna logs a traceback per failed trial; we print one line and store the reason instead.
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         self._note_mixed_precision()
@@ -254,11 +258,17 @@ class _Runner:
             if self.pool is not None:
                 before = finished_runs(self.study)
                 try:
-                    self.pool.run(self.study, poll=self._poll_pool)
+                    self.pool.run(self.study, poll=self._poll_pool, note=self.progress.note)
                 finally:  # counted from the DB, so a stop with Ctrl-C still reports what the workers ran
                     self.n_run += len(finished_runs(self.study) - before)
             else:
                 self.drain()
+
+    def on_step(self, step: int, total: int) -> None:
+        """A training step ended: take the threads of pool workers that have exited, then show the step."""
+        if self.threads is not None:
+            self.threads.rebalance()
+        self.progress.step(step, total)
 
     def _poll_pool(self) -> None:
         self.progress.set_done(self._n_complete())
@@ -302,6 +312,8 @@ class _Runner:
                 self.study.optimize(self._objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
             self.interrupts.check()
             self.progress.set_done(self._n_complete())
+        if self.threads is not None:  # nothing left to claim: the trials still running take this worker's threads
+            self.threads.release()
 
     def _n_complete(self) -> int:
         return sum(
@@ -333,7 +345,7 @@ class _Runner:
                 trial,
                 artifact_store=self.artifact_store,
                 prefix_cache=self.prefix_cache,
-                on_step=self.progress.step,
+                on_step=self.on_step,
                 interruptible=self.interrupts.interruptible,
             )
             set_user_attrs(trial, record.attrs())

@@ -36,7 +36,7 @@ _Runner = Any
 """The runner (``freezestats.runner._Runner``: its study, spec, prepared study, progress, gate); not imported, as the
 runner imports this module."""
 
-__all__ = ["AUTO_MAX", "fuse_limit", "parse_fuse", "run_fused_group", "waiting_group"]
+__all__ = ["AUTO_MAX", "fuse_limit", "parse_fuse", "run_fused_group", "waiting_claims", "waiting_group"]
 
 AUTO_MAX = 8
 """``--fuse auto`` fuses at most this many runs."""
@@ -61,6 +61,23 @@ def fuse_limit(fuse: str, n_waiting: int, fits: int | None = None) -> int:
     if fuse == "auto":
         return min(n_waiting, AUTO_MAX, fits if fits is not None else AUTO_MAX)
     return min(n_waiting, int(fuse))
+
+
+def waiting_claims(study: optuna.Study, fuse: str) -> int:
+    """How many claims the WAITING cells make: one per cell, or with ``--fuse`` one per K runs of a group.
+
+    ``auto`` is counted at its most (:data:`AUTO_MAX` a claim); where less fits in memory the workers claim more,
+    smaller groups. Cells that never fuse (a task group's, another arm's loop) are counted as groups too: a lower
+    count only means fewer workers, each with more threads."""
+    waiting = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if is_enqueued_cell(t)]
+    if fuse == "off":
+        return len(waiting)
+    k = AUTO_MAX if fuse == "auto" else int(fuse)
+    sizes: dict[Cell, int] = {}
+    for trial in waiting:
+        key = _group_key(trial)
+        sizes[key] = sizes.get(key, 0) + 1
+    return sum(-(-size // k) for size in sizes.values())
 
 
 def _group_key(trial: FrozenTrial) -> Cell:
@@ -221,7 +238,7 @@ def _inputs(runner: _Runner, cells: list[Cell]) -> tuple[list[dict[str, Any]], l
             "learning_rate": cell.learning_rate,
             "training": spec.training,
             "tokenizer": tokenizer,
-            "on_step": runner.progress.step if i == 0 else None,
+            "on_step": runner.on_step if i == 0 else None,
             "prefix_cache": runner.prefix_cache,
         }
         if cell.pair_encoding != CROSS:

@@ -8,6 +8,10 @@ cells at 69.1 cells/h with 2 workers x 1 thread against 59.1 with 1 worker x 2 t
 cores / workers threads (the pool sets ``OMP_NUM_THREADS``). Above four cores nothing is measured yet,
 and every worker holds its own copy of the model, so ``auto`` stops at four and says so.
 
+That gain holds only while every worker has work. So ``auto`` is a ceiling: the pool starts no more workers than
+there are claims left (:meth:`~freezestats.runner._pool.WorkerPool.size_for`), each with cores / started threads,
+and a worker that finds nothing left hands its threads to the trials still running (:mod:`._threads`).
+
 On a GPU ``auto`` keeps one process per device: concurrency there helps (``bench/gpu_concurrency.py``)
 but its best level depends on the model's memory, which only the user knows (``--workers N``).
 """
@@ -28,10 +32,13 @@ WORKERS_ENV_VAR = "FREEZESTATS_WORKERS"  # the default of --workers, for machine
 
 @dataclass(frozen=True)
 class WorkerLayout:
-    """The number of worker processes, and the sentence ``run`` prints about the choice when it starts."""
+    """The number of worker processes, and the sentence ``run`` prints about the choice when it starts.
+
+    ``auto``: the count is a ceiling, lowered to the claims left when the pool starts."""
 
     workers: int
     reason: str
+    auto: bool = False
 
 
 def parse_workers(text: str) -> int | str:
@@ -91,6 +98,8 @@ def choose_workers(
     capped = f" (auto stops at {MAX_AUTO_CPU_WORKERS}; more are untested)" if cores > MAX_AUTO_CPU_WORKERS else ""
     return WorkerLayout(
         workers,
-        f"auto: {workers} worker processes x {threads} torch thread(s) on this {cores}-core CPU{capped}; on a "
-        "2-core CPU 2 x 1 ran 1.17x the cells per hour of 1 x 2 (bench/layouts.py). --workers 1 runs one process.",
+        f"auto: {workers} worker processes x {threads} torch thread(s) on this {cores}-core CPU{capped}, fewer when "
+        "fewer cells are left, each with the cores shared out; a worker with nothing left hands its threads to the "
+        "trials still running. --workers 1 runs one process.",
+        auto=True,
     )

@@ -19,7 +19,9 @@ import optuna
 from optuna.trial import TrialState
 
 from freezestats.exceptions import StorageError
+from freezestats.runner._fused import waiting_claims
 from freezestats.runner._layout import usable_cores
+from freezestats.runner._threads import SHARE_ENV, TOTAL_ENV
 from freezestats.study.queue import is_enqueued_cell
 
 __all__ = ["WorkerPool"]
@@ -37,40 +39,55 @@ class WorkerPool:
         data_dir: str | Path | None,
         artifacts: Path,
         fuse: str = "off",
+        auto: bool = False,
     ) -> None:
-        self.commands = []
-        for i in range(n):
-            command = [
-                sys.executable,
-                "-m",
-                "freezestats",
-                "worker",
-                "--storage",
-                storage,
-                "--study-name",
-                study_name,
-                "--no-progress",
-                "--artifacts",
-                str(artifacts),
-            ]
-            if fuse != "off":
-                command += ["--fuse", fuse]
-            if devices:
-                command += ["--device", devices[i % len(devices)]]
-            if data_dir is not None:
-                command += ["--data-dir", str(data_dir)]
-            self.commands.append(command)
+        self.n = n
+        self.auto = auto  # `--workers auto`: start no more workers than there are claims to run
+        self.fuse = fuse
+        self.devices = devices
+        self.base = [sys.executable, "-m", "freezestats", "worker", "--storage", storage, "--study-name", study_name]
+        self.base += ["--no-progress", "--artifacts", str(artifacts)]
+        if fuse != "off":
+            self.base += ["--fuse", fuse]
+        if data_dir is not None:
+            self.base += ["--data-dir", str(data_dir)]
 
-    def run(self, study: optuna.Study, poll: Callable[[], None]) -> None:
+    def commands(self, n: int) -> list[list[str]]:
+        """The command lines of ``n`` workers (each with its device, cycled, where devices are listed)."""
+        devices = self.devices
+        return [self.base + (["--device", devices[i % len(devices)]] if devices else []) for i in range(n)]
+
+    def size_for(self, study: optuna.Study) -> tuple[int, str]:
+        """The workers to start now, and why when ``auto`` starts fewer than its layout: never more than the
+        claims waiting (cells, or fused groups), since a worker with nothing to claim only holds a core."""
+        if not self.auto:
+            return self.n, ""
+        claims = waiting_claims(study, self.fuse)
+        if claims >= self.n:
+            return self.n, ""
+        n = max(1, claims)
+        threads = max(1, usable_cores() // n)
+        noun = "claim is" if claims == 1 else "claims are"
+        return n, f"Workers: auto: {n} worker process(es) x {threads} torch thread(s), since {claims} {noun} left."
+
+    def run(self, study: optuna.Study, poll: Callable[[], None], note: Callable[[str], None] | None = None) -> None:
         """Start the workers and call ``poll`` while they run; the caller counts what they ran from the DB
         (:func:`finished_runs`), also when Ctrl-C stops them."""
+        n, why = self.size_for(study)
+        if why and note is not None:
+            note(why)
         env = dict(os.environ)
-        # N workers on one machine share its cores: without this, each would start one thread per core.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // len(self.commands))))
         with tempfile.TemporaryDirectory() as tmp:
-            logs = [Path(tmp) / f"worker{i}.log" for i in range(len(self.commands))]
+            # N workers on one machine share its cores: without OMP_NUM_THREADS each would start one thread per
+            # core. The workers share N times their threads (cores // N, or the user's OMP_NUM_THREADS), and one
+            # that exits hands its part to the trials still running (freezestats.runner._threads).
+            per_worker = int(env.get("OMP_NUM_THREADS") or max(1, usable_cores() // n))
+            share = Path(tmp) / "threads"
+            share.mkdir()
+            env.update({"OMP_NUM_THREADS": str(per_worker), SHARE_ENV: str(share), TOTAL_ENV: str(per_worker * n)})
+            logs = [Path(tmp) / f"worker{i}.log" for i in range(n)]
             procs = []
-            for command, log in zip(self.commands, logs, strict=True):
+            for command, log in zip(self.commands(n), logs, strict=True):
                 with log.open("w") as sink:  # a file, not a pipe: a chatty worker can never block on a full pipe
                     procs.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env))
             try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 import pandas as pd
+import torch
 
 from freezestats.encoder.backbone import load_tokenizer
 from freezestats.results.record import GroupTrialRecord, TrialRecord
@@ -233,6 +234,7 @@ def _record(
         predictions_artifact=artifact_id,
         arm_kind=None if cell.arm is None else arm.name,
         arm_options=arm.options() if cell.arm is not None else {},
+        torch_threads=torch.get_num_threads(),
     )
 
 

@@ -150,6 +150,7 @@ def run_adaptive(
     enqueue_only: bool = False,
     workers: int = 1,
     devices: Sequence[str] | None = None,
+    auto_workers: bool = False,
 ) -> AdaptiveRun:
     """Run (or resume) an adaptive study: rounds of seeds until every comparison is decided or the budget is spent.
 
@@ -164,7 +165,11 @@ def run_adaptive(
     if enqueue_only:
         loop.step()
         return loop.result(_report(study, storage, started, 0), "enqueued" if not loop.stopped else loop.stopped)
-    pool = WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts) if workers > 1 else None
+    pool = (
+        WorkerPool(storage, spec.name, workers, devices, data_dir, artifacts, auto=auto_workers)
+        if workers > 1
+        else None
+    )
     runner = _Runner(prepared, study, artifacts, max_trials, show_progress, pool)
     interrupted = runner.until_done_or_interrupted(lambda: loop.run(runner))
     stopped = "interrupted" if interrupted else loop.stopped
