@@ -25,8 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -127,7 +128,7 @@ def report(raw: dict) -> None:
                 print(f"  {'':>12s} {line}")
         means = {layout: sum(w) / len(w) for layout, w in walls.items()}
         base = f"auto@{raw['base']}"
-        print(f"  mean wall: " + ", ".join(f"{k} {v:.1f} s" for k, v in means.items()))
+        print("  mean wall: " + ", ".join(f"{k} {v:.1f} s" for k, v in means.items()))
         print(f"  auto / 1x2 = {means['auto'] / means['1x2']:.3f}   auto / {base} = {means['auto'] / means[base]:.3f}"
               f"   auto / 2x1 = {means['auto'] / means['2x1']:.3f}")  # fmt: skip
 
