@@ -109,7 +109,7 @@ def run_layout(spec: Path, layout: str, args: argparse.Namespace, folder: Path, 
         "wall": wall,
         "complete": len(complete),
         "precision": sorted({t.user_attrs.get("precision") for t in complete}),
-        "threads_at_end": sorted(t.user_attrs.get("torch_threads") for t in complete),
+        "threads_at_end": [t.user_attrs.get("torch_threads") for t in complete],
         "said": said,
     }
 

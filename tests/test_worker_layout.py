@@ -101,7 +101,7 @@ def test_auto_starts_no_more_workers_than_claims_left(tmp_path: Path, tiny_model
     assert pool.size_for(study) == (4, "")
     fused = WorkerPool(storage, study.study_name, 4, None, None, tmp_path / "artifacts", fuse="auto", auto=True)
     n, why = fused.size_for(study)
-    assert n == 2 and f"2 worker process(es) x {max(1, usable_cores() // 2)} torch thread(s)" in why
+    assert n == 2 and f"2 worker processes x {max(1, usable_cores() // 2)} torch thread(s)" in why
     assert "since 2 claims are left" in why
     asked = WorkerPool(storage, study.study_name, 4, None, None, tmp_path / "artifacts", fuse="auto")
     assert asked.size_for(study) == (4, "")  # a count given with --workers is obeyed
@@ -118,6 +118,11 @@ def test_a_one_cell_study_under_auto_runs_one_worker_on_every_core(
         pytest.skip("needs two cores: auto starts one worker on one core anyway")
     monkeypatch.delenv("FREEZESTATS_WORKERS")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # as outside the suite: the pool sets the threads
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker pool was started for the one cell left")
+
+    monkeypatch.setattr("freezestats.runner._pool.WorkerPool.run", no_pool)
     spec = write_spec(
         tmp_path,
         simple_spec(model=str(tiny_model), grid={"frozen_layers": [0], "train_sizes": [32], "seeds": [1]}),
@@ -125,7 +130,7 @@ def test_a_one_cell_study_under_auto_runs_one_worker_on_every_core(
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     assert main(["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]) == 0
     captured = capsys.readouterr()
-    assert f"auto: 1 worker process(es) x {usable_cores()} torch thread(s), since 1 claim is left" in captured.err
+    assert f"auto: 1 claim left, so this process runs it on {usable_cores()} threads" in captured.err
     (trial,) = load_study(open_storage(storage), None).get_trials(states=(TrialState.COMPLETE,))
     assert trial.user_attrs["torch_threads"] == usable_cores()
 

@@ -311,8 +311,8 @@ def test_a_pool_stopped_with_ctrl_c_reports_the_trials_its_workers_ran(
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     ran_then_stopped = WorkerPool.run
 
-    def run_then_ctrl_c(self, study, poll, note=None) -> None:  # the workers finish, then Ctrl-C reaches the pool
-        ran_then_stopped(self, study, poll, note)
+    def run_then_ctrl_c(self, study, poll, n=None) -> None:  # the workers finish, then Ctrl-C reaches the pool
+        ran_then_stopped(self, study, poll, n)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(WorkerPool, "run", run_then_ctrl_c)

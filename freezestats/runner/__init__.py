@@ -25,12 +25,13 @@ import optuna
 from optuna.trial import TrialState
 
 from freezestats.runner._fused import parse_fuse, run_fused_group, waiting_group
+from freezestats.runner._layout import usable_cores
 from freezestats.runner._pool import WorkerPool, finished_runs
 from freezestats.runner._prepare import PreparedStudy, PreparedTask, prepare_study
 from freezestats.runner._progress import Progress
 from freezestats.runner._provenance import store_study_attrs, stored_carves, with_stored_carves
 from freezestats.runner._search import grid_after_search
-from freezestats.runner._threads import ThreadShare
+from freezestats.runner._threads import ThreadShare, torch_threads
 from freezestats.runner._trial import run_cell
 from freezestats.runner.interrupts import InterruptGate
 from freezestats.spec.study import StudySpec
@@ -255,12 +256,18 @@ class _Runner:
             self.interrupts.check()
             if not added and not self._waiting():
                 return
-            if self.pool is not None:
+            n_workers, why = self.pool.size_for(self.study) if self.pool is not None else (1, "")
+            if why:
+                self.progress.note(why)
+            if self.pool is not None and n_workers > 1:
                 before = finished_runs(self.study)
                 try:
-                    self.pool.run(self.study, poll=self._poll_pool, note=self.progress.note)
+                    self.pool.run(self.study, poll=self._poll_pool, n=n_workers)
                 finally:  # counted from the DB, so a stop with Ctrl-C still reports what the workers ran
                     self.n_run += len(finished_runs(self.study) - before)
+            elif self.pool is not None:  # `auto` with one claim left: here, on every core
+                with torch_threads(usable_cores()):
+                    self.drain()
             else:
                 self.drain()
 

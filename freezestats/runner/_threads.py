@@ -17,10 +17,12 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-__all__ = ["SHARE_ENV", "TOTAL_ENV", "ThreadShare"]
+__all__ = ["SHARE_ENV", "TOTAL_ENV", "ThreadShare", "torch_threads"]
 
 SHARE_ENV = "FREEZESTATS_THREAD_SHARE"
 """The folder of the pool's lock files; set by the pool for its workers only."""
@@ -89,3 +91,16 @@ class ThreadShare:
         self._own_path.unlink(missing_ok=True)
         self._own.close()  # closing drops the lock
         self._own = None
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block on ``n`` torch threads, then restore the process's own count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
