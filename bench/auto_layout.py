@@ -49,10 +49,11 @@ def _toml_value(value: object) -> str:
     return repr(value)
 
 
-def write_study(source: Path, target: Path, name: str, precision: str, **tables: dict) -> Path:
-    """A copy of the spec at ``source`` under another name, with ``tables`` merged in and the precision pinned."""
+def write_study(source: Path, target: Path, name: str, precision: str, tasks: list[str], **tables: dict) -> Path:
+    """A copy of the spec at ``source`` under another name and ``tasks``, with ``tables`` merged in and the
+    precision pinned."""
     spec = tomllib.loads(source.read_text())
-    spec["name"] = name
+    spec["name"], spec["tasks"] = name, tasks
     for table, values in tables.items():
         spec.setdefault(table, {}).update(values)
     spec["training"]["precision"] = precision
@@ -68,9 +69,16 @@ def studies(folder: Path, precision: str) -> dict[str, Path]:
     one_cell = {"frozen_layers": [4], "train_sizes": [100], "seeds": [1]}
     return {
         "1 cell": write_study(
-            REPO / "study/blog2020-minilm.toml", folder / "one.toml", "bench-one-cell", precision, grid=one_cell
+            REPO / "study/blog2020-minilm.toml",
+            folder / "one.toml",
+            "bench-one-cell",
+            precision,
+            ["sst2"],
+            grid=one_cell,
         ),
-        "12 cells": write_study(REPO / "study/quick.toml", folder / "quick.toml", "bench-quick", precision),
+        "12 cells": write_study(
+            REPO / "study/quick.toml", folder / "quick.toml", "bench-quick", precision, ["agreement"]
+        ),
     }
 
 
@@ -118,6 +126,12 @@ def report(raw: dict) -> None:
     print(flops.describe(raw["machine"]))
     print(f"precision {raw['precision']}; base {raw['base']}; {raw['repeats']} repeat(s), layouts interleaved")
     for name, runs in raw["studies"].items():
+        cells = {run["complete"] for run in runs}
+        if cells != {int(name.split()[0])}:
+            print(
+                f"NOTE: the '{name}' study ran {sorted(cells)} cells, not {name.split()[0]}: its spec was not as named"
+            )
+    for name, runs in raw["studies"].items():
         print(f"{name}:")
         walls: dict[str, list[float]] = {}
         for run in runs:
@@ -129,8 +143,10 @@ def report(raw: dict) -> None:
         means = {layout: sum(w) / len(w) for layout, w in walls.items()}
         base = f"auto@{raw['base']}"
         print("  mean wall: " + ", ".join(f"{k} {v:.1f} s" for k, v in means.items()))
-        print(f"  auto / 1x2 = {means['auto'] / means['1x2']:.3f}   auto / {base} = {means['auto'] / means[base]:.3f}"
-              f"   auto / 2x1 = {means['auto'] / means['2x1']:.3f}")  # fmt: skip
+        print("  " + "   ".join(f"auto / {k} = {means['auto'] / v:.3f}" for k, v in means.items() if k != "auto"))
+        if base in walls and len(walls[base]) == len(walls["auto"]):
+            ratios = [a / b for a, b in zip(walls["auto"], walls[base], strict=True)]
+            print(f"  auto / {base} run by run (interleaved pairs): " + ", ".join(f"{r:.3f}" for r in ratios))
 
 
 def main() -> None:
@@ -139,6 +155,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--precision", default=None, choices=("fp32", "bf16"))
     parser.add_argument("--only", default=None, help="'1 cell' or '12 cells': run one study only")
+    parser.add_argument("--layouts", default="auto,1x2,2x1,base", help="which layouts, of auto,1x2,2x1,base")
     parser.add_argument("--data-dir", default=os.environ.get("FREEZESTATS_DATA"))
     parser.add_argument("--out", default=None, help="write the raw numbers here (JSON)")
     parser.add_argument("--from-json", default=None, help="print the report of an earlier --out file; run nothing")
@@ -158,7 +175,7 @@ def main() -> None:
                     continue
                 runs = raw["studies"].setdefault(name, [])
                 for _ in range(args.repeats):
-                    for layout in ("auto", "1x2", "2x1", f"auto@{args.base}"):
+                    for layout in [f"auto@{args.base}" if x == "base" else x for x in args.layouts.split(",")]:
                         with tempfile.TemporaryDirectory(dir=folder) as each:
                             tree = base if layout.startswith("auto@") else None
                             runs.append(run_layout(spec, layout, args, Path(each), tree))
