@@ -21,6 +21,7 @@ from typing import Any
 from freezestats import __version__
 from freezestats.cli.analysis import _Analyze, _Report
 from freezestats.cli.base import _Command
+from freezestats.cli.plan import _Plan
 from freezestats.cli.study import _Export, _Init, _Run, _Status, _Validate, _Worker
 from freezestats.exceptions import DataWarning, FreezestatsError, RenamedWarning
 
@@ -35,6 +36,7 @@ _COMMANDS: tuple[_Command, ...] = (
     _Status(),
     _Export(),
     _Analyze(),
+    _Plan(),
     _Report(),
 )
 

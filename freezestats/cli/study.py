@@ -333,8 +333,10 @@ class _Export(_Command):
         table = export_results(args.storage, args.output, args.study_name)
         print(f"Wrote {len(table)} trials x {table.shape[1]} columns to {args.output}.")
         if args.predictions:
-            from freezestats.results.item_predictions import export_item_predictions
+            from freezestats.results.item_predictions import export_item_predictions, pool_file
 
             items = export_item_predictions(args.storage, args.predictions, args.study_name)
             print(f"Wrote {len(items)} item predictions of {items['trial'].nunique()} runs to {args.predictions}.")
+            if pool_file(args.predictions).is_file():
+                print(f"Wrote the evaluation pool's item predictions to {pool_file(args.predictions)}.")
         return 0

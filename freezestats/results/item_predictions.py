@@ -11,6 +11,7 @@ without its database.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,10 @@ __all__ = [
     "export_item_predictions",
     "item_predictions",
     "load_item_table",
+    "pool_file",
+    "pool_item_predictions",
     "read_item_predictions",
+    "study_artifacts",
     "study_item_predictions",
 ]
 
@@ -95,6 +99,13 @@ def study_item_predictions(
     building it reads every trial of the database, so it is done once.
     """
     from freezestats.results.export import results_table
+
+    study, folder = study_artifacts(storage, study_name)
+    return item_predictions(results_table(study) if runs is None else runs, folder)
+
+
+def study_artifacts(storage: str, study_name: str | None) -> tuple[Any, Path]:
+    """The study in ``storage`` and the folder its artifacts are in now."""
     from freezestats.study.storage import artifact_dir_for, open_storage
     from freezestats.study.trials import load_study
 
@@ -102,23 +113,60 @@ def study_item_predictions(
     folder = Path(study.user_attrs.get("artifact_dir") or artifact_dir_for(storage))
     if not folder.is_dir():  # the study moved (a committed example): its artifacts are beside the database
         folder = artifact_dir_for(storage)
-    return item_predictions(results_table(study) if runs is None else runs, folder)
+    return study, folder
+
+
+#: One row per (run, evaluation-pool item): the keys of its run, the item, its label, and the prediction at the
+#: checkpoint chosen on the select half (the only checkpoint the pool is scored at).
+POOL_ITEM_COLUMNS = [*RUN_KEYS, "idx", "label", "prediction"]
+
+
+def pool_item_predictions(results: pd.DataFrame, artifact_dir: str | Path) -> pd.DataFrame | None:
+    """The long table of the runs' evaluation-pool predictions (:data:`POOL_ITEM_COLUMNS`); ``None`` when no run
+    scored a pool. A run whose pool file is missing raises, as for the validation items."""
+    if "pool_artifact" not in results.columns or results["pool_artifact"].isna().all():
+        return None
+    folder = Path(artifact_dir)
+    frames = []
+    for run in results[results["pool_artifact"].notna()].itertuples(index=False):
+        path = folder / str(run.pool_artifact)
+        if not path.is_file():
+            raise StorageError(f"The pool predictions of trial {run.trial} ({path.name}) are not in {folder}.")
+        frame = pd.read_parquet(path, columns=["idx", "label", "prediction"])
+        for key in RUN_KEYS:
+            frame[key] = getattr(run, key)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)[POOL_ITEM_COLUMNS]
+
+
+def pool_file(predictions: str | Path) -> Path:
+    """Where ``export --predictions FILE`` writes the pool items: ``FILE`` with ``-pool`` before ``.parquet``."""
+    path = Path(predictions)
+    return path.with_name(f"{path.stem}-pool{path.suffix}")
 
 
 def export_item_predictions(storage: str, output: str | Path, study_name: str | None = None) -> pd.DataFrame:
-    """Write the item table of a study to ``output`` (.parquet), atomically; returns it."""
+    """Write the item table of a study to ``output`` (.parquet), atomically, and its evaluation-pool items (if any)
+    to :func:`pool_file`; returns the item table."""
     output = Path(output)
     if output.suffix != ".parquet":
         raise StorageError(f"The predictions file must end in .parquet, but got {str(output)!r}.")
     if not output.parent.is_dir():
         raise StorageError(f"The folder of the predictions file does not exist: {output.parent}.")
-    table = study_item_predictions(storage, study_name)
-    partial = output.with_name(output.name + ".partial")
-    try:
-        table.to_parquet(partial, index=False)
-        partial.replace(output)
-    finally:
-        partial.unlink(missing_ok=True)
+    from freezestats.results.export import results_table
+
+    study, folder = study_artifacts(storage, study_name)
+    runs = results_table(study)
+    table, pool = item_predictions(runs, folder), pool_item_predictions(runs, folder)
+    for frame, path in ((table, output), (pool, pool_file(output))):
+        if frame is None:
+            continue
+        partial = path.with_name(path.name + ".partial")
+        try:
+            frame.to_parquet(partial, index=False)
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)
     return table
 
 

@@ -95,6 +95,11 @@ class TrialRecord:
     fuse: str | None = field(default=None, metadata=_TRIAL_COLUMN)
     fuse_k: int | None = field(default=None, metadata=_TRIAL_COLUMN)
     fusion: str | None = field(default=None, metadata=_TRIAL_COLUMN)
+    # the evaluation pool ([evaluation]): the primary metric on it at the checkpoint chosen on the select half, and
+    # its size; None without a pool
+    pool_score: float | None = field(default=None, metadata=_RUN_COLUMN)
+    n_pool: int | None = field(default=None, metadata=_RUN_COLUMN)
+    pool_artifact: str | None = field(default=None, metadata=_RUN_COLUMN)  # its per-item predictions (an artifact)
 
     # best score on the select half: what lr_search.select_metric = "select" uses
     select_best: float = field(metadata=_KEPT)
@@ -112,6 +117,7 @@ class TrialRecord:
     # torch's intra-op threads when the run ended: more than it started with where a pool's idle worker handed
     # its threads over (freezestats.runner._threads), which its wall_seconds then reflect
     torch_threads: int | None = field(default=None, metadata=_KEPT)
+    pool_identity: str | None = field(default=None, metadata=_KEPT)  # hash of the pool's texts and labels
 
     def attrs(self) -> dict[str, Any]:
         """What the runner stores as the trial's user attributes: every ``run`` field."""

@@ -103,6 +103,8 @@ def waiting_group(runner: _Runner) -> list[FrozenTrial]:
     first = cell_from_trial(longest)
     if runner.spec.group_named(first.task) is not None or not _shared_loop(runner, first):
         return []
+    if runner.prepared.tasks[first.task].pool is not None:  # the fused loop does not score a pool yet
+        return []
     key = _group_key(longest)
     group = [t for t in waiting if _group_key(t) == key]
     fits = _runs_that_fit(runner, first) if runner.fuse == "auto" and len(group) > 1 else None

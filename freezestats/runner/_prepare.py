@@ -24,12 +24,13 @@ from freezestats.spec.pairs import CROSS
 from freezestats.spec.study import StudySpec, check_against
 from freezestats.study.cells import Cell, grid_cells, group_cells, search_cells
 from freezestats.tasks.data import TaskData, load_task_data
+from freezestats.tasks.pool import EvaluationPool, reserve_pool
 from freezestats.tasks.subsets import nested_subsets, validation_halves
 
 if TYPE_CHECKING:
     from freezestats.training._encoding import EncodedSplit
 
-__all__ = ["PreparedStudy", "PreparedTask", "encoded_splits", "prepare_study"]
+__all__ = ["PreparedStudy", "PreparedTask", "encoded_pool", "encoded_splits", "prepare_study"]
 
 
 @dataclass
@@ -40,6 +41,7 @@ class PreparedTask:
     subsets: dict[int, dict[int, np.ndarray]]  # draw -> size -> pool indices
     select_idx: np.ndarray
     score_idx: np.ndarray
+    pool: EvaluationPool | None = None  # the evaluation pool reserved from train (``[evaluation]``), if any
     encoded: dict[str, Any] = field(default_factory=dict)  # lazily: "rows", "train", "validation" (+ "/bi" ones)
 
 
@@ -110,15 +112,21 @@ def prepare_study(
     precision = resolve_precision(spec.training.precision, resolve_device(spec.training.device))
     carves = carves or {}
     datasets = {name: load_task_data(spec.task(name), data_dir, carves.get(name)) for name in spec.all_tasks}
+    pools: dict[str, EvaluationPool] = {}
+    if spec.evaluation is not None:
+        _check_pool_arms(arms)
+        for name in spec.tasks:  # a group's tasks train on their own single-task data: no pool for them yet
+            datasets[name], pools[name] = reserve_pool(datasets[name], spec.evaluation.pool)
     pool_sizes = {name: len(data.train) for name, data in datasets.items()}
     classes = {
         name: data.task.num_labels
         for name, data in datasets.items()
         if data.origin is not None and not data.task.is_regression
     }
-    check_against(spec, n_layers, pool_sizes, classes, {name: pool_note(data) for name, data in datasets.items()})
+    notes = {name: pool_note(data) + _reserved_note(pools.get(name)) for name, data in datasets.items()}
+    check_against(spec, n_layers, pool_sizes, classes, notes)
     _check_levels(arms, spec, n_layers)
-    tasks = {name: _prepare_task(spec, data, pool_sizes[name]) for name, data in datasets.items()}
+    tasks = {name: _prepare_task(spec, data, pool_sizes[name], pools.get(name)) for name, data in datasets.items()}
     return PreparedStudy(
         spec=spec, n_layers=n_layers, pool_sizes=pool_sizes, tasks=tasks, precision=precision, arms=arms
     )
@@ -130,6 +138,18 @@ def pool_note(data: TaskData) -> str:
     if origin is None or origin.carved is None:
         return ""
     return f": {origin.n_train_file} rows in train less {len(origin.carved)} carved out as validation"
+
+
+def _check_pool_arms(arms: dict[str | None, Arm]) -> None:
+    """The pool is scored by the shared training loop; an arm with a loop of its own does not score it yet."""
+    own = sorted(str(name) for name, arm in arms.items() if type(arm).run is not Arm.run)
+    if own:
+        raise SpecError(f"`[evaluation]` pools are scored by the shared training loop; arm(s) {', '.join(own)} "
+                        "train with a loop of their own and cannot score one yet.")  # fmt: skip
+
+
+def _reserved_note(pool: EvaluationPool | None) -> str:
+    return "" if pool is None else f" (after reserving the {len(pool)}-item evaluation pool)"
 
 
 def _check_levels(arms: dict[str | None, Arm], spec: StudySpec, n_layers: int) -> None:
@@ -158,19 +178,20 @@ def _table_of(spec: StudySpec, variant_index: int) -> int:
     raise IndexError(variant_index)
 
 
-def _prepare_task(spec: StudySpec, data: TaskData, pool_size: int) -> PreparedTask:
+def _prepare_task(spec: StudySpec, data: TaskData, pool_size: int, pool: EvaluationPool | None) -> PreparedTask:
     """The task's nested train subsets per draw (``full``: the whole pool) and its validation halves."""
     regression = data.task.is_regression
     sizes = [s for s in spec.grid.train_sizes if s != FULL]
+    draws = spec.grid.seeds if spec.grid.subsets == "per_seed" else range(spec.grid.subset_draws)
     subsets = {
         draw: nested_subsets(data.train_labels, sizes, draw_seed=draw, regression=regression) if sizes else {}
-        for draw in range(spec.grid.subset_draws)
+        for draw in draws
     }
     if FULL in spec.grid.train_sizes:
         for draw_subsets in subsets.values():
             draw_subsets[pool_size] = np.arange(pool_size, dtype=np.int64)
     select_idx, score_idx = validation_halves(data.validation_labels, regression=regression)
-    return PreparedTask(data=data, subsets=subsets, select_idx=select_idx, score_idx=score_idx)
+    return PreparedTask(data=data, subsets=subsets, select_idx=select_idx, score_idx=score_idx, pool=pool)
 
 
 def encoded_splits(prepared: PreparedStudy, cell: Cell) -> tuple[EncodedSplit, EncodedSplit]:
@@ -195,6 +216,26 @@ def encoded_splits(prepared: PreparedStudy, cell: Cell) -> tuple[EncodedSplit, E
                 f"{cell.task}/{split}{suffix}",
                 encoding,
             )
-    pool_idx = task.subsets[cell.subset_draw][cell.train_size]
+    pool_idx = task.subsets[cell.subset_draw][cell.train_size]  # positions in the train pool
     positions = np.searchsorted(task.encoded["rows"], pool_idx)
     return task.encoded[f"train{suffix}"].subset(positions), task.encoded[f"validation{suffix}"]
+
+
+def encoded_pool(prepared: PreparedStudy, task_name: str) -> EncodedSplit | None:
+    """The task's evaluation pool, tokenized once per process (``None`` without one)."""
+    from freezestats.training._encoding import encode_split
+
+    task = prepared.tasks[task_name]
+    if task.pool is None:
+        return None
+    if "pool" not in task.encoded:
+        columns = task.data.task.text_columns
+        items = task.pool.items
+        task.encoded["pool"] = encode_split(
+            [items[c].tolist() for c in columns],
+            task.pool.labels,
+            load_tokenizer(prepared.spec.model.name),
+            prepared.spec.training.max_length,
+            f"{task_name}/pool",
+        )
+    return task.encoded["pool"]

@@ -39,7 +39,8 @@ def store_study_attrs(study: optuna.Study, prepared: PreparedStudy, artifacts: P
                 set_user_attrs(study, {key: {**stored, **value}})
         elif stored != value:
             raise StorageError(
-                f"The stored train subsets or validation halves of study '{study.study_name}' ({key}) differ from "
+                f"The stored train subsets, validation halves or evaluation pool of study '{study.study_name}' ({key}) "
+                "differ from "
                 f"those computed now: the task data changed since the study was created. Refusing to mix results."
             )
     if "provenance" not in study.user_attrs:
@@ -60,6 +61,9 @@ def _subset_attrs(prepared: PreparedStudy) -> dict[str, Any]:
                 for size, idx in sorted(by_size.items())
             }
         attrs[f"validation_select:{name}"] = task.select_idx.tolist()
+        if task.pool is not None:  # the evaluation pool: a resume must reserve (and score) the same items
+            attrs[f"evaluation_pool:{name}"] = {"n": len(task.pool), "identity": task.pool.identity(
+                task.data.task.text_columns), "population": task.pool.population}  # fmt: skip
     for name, carved in prepared.carves().items():
         attrs[f"{_CARVE}{name}"] = carved.tolist()
     return attrs

@@ -13,18 +13,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import optuna
 import pandas as pd
 import torch
 
 from freezestats.encoder.backbone import load_tokenizer
 from freezestats.results.record import GroupTrialRecord, TrialRecord
-from freezestats.runner._prepare import PreparedStudy, encoded_splits
+from freezestats.runner._prepare import PreparedStudy, encoded_pool, encoded_splits
 from freezestats.runner._provenance import library_versions
 from freezestats.spec.pairs import CROSS
 from freezestats.study.cells import Cell
 from freezestats.study.lr_search import select_half_best
-from freezestats.tasks.metrics import is_failed_run, majority_baseline
+from freezestats.tasks.metrics import compute_metrics, is_failed_run, majority_baseline
 from freezestats.training.predictions import checkpoint_counts, predictions_frame
 
 if TYPE_CHECKING:
@@ -101,8 +102,9 @@ def _train_single(
         tokenizer=load_tokenizer(spec.model.name),
         on_step=on_step,
         prefix_cache=prefix_cache,
-        # only when not cross: arms that train with a loop of their own keep their signature
+        # only when not cross, or with a pool: arms that train with a loop of their own keep their signature
         **({"pair_encoding": cell.pair_encoding} if cell.pair_encoding != CROSS else {}),
+        **({"pool": pool} if (pool := encoded_pool(prepared, cell.task)) is not None else {}),
     )
 
 
@@ -171,7 +173,7 @@ def task_record(
     baseline = majority_baseline(metric, train.labels, labels, regression)
     frame = _with_user_names(predictions_frame(outcome.checkpoints, labels, task.select_idx), task.data)
     suffix = "" if task_name == cell.task else f"_{task_name}"
-    return _record(
+    record = _record(
         prepared,
         cell,
         outcome,
@@ -180,6 +182,17 @@ def task_record(
         counts=checkpoint_counts(outcome.checkpoints, labels, task.score_idx, regression),
         failed=is_failed_run(outcome.final_predictions, regression, outcome.summary.final_dev, baseline),
         artifact_id=upload_predictions(artifact_store, trial, frame, suffix),
+    )
+    if task.pool is None or outcome.pool_predictions is None:
+        return record
+    pool_frame = pd.DataFrame({"idx": np.arange(len(task.pool)), "label": task.pool.labels})
+    pool_frame["prediction"] = outcome.pool_predictions
+    return replace(
+        record,
+        pool_score=compute_metrics([metric], outcome.pool_predictions, task.pool.labels)[metric],
+        n_pool=len(task.pool),
+        pool_identity=task.pool.identity(task.data.task.text_columns),
+        pool_artifact=upload_predictions(artifact_store, trial, pool_frame, f"{suffix}_pool"),
     )
 
 

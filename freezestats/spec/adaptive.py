@@ -221,6 +221,7 @@ def _check_grid(p: _Parser, spec: AdaptiveSpec, grid: GridSpec, raw: Mapping[str
         ("groups" in raw, "`groups`"),
         (grid.order_seeds is not None, "`grid.order_seeds`"),
         (grid.subset_draws != 1, "`grid.subset_draws` > 1"),
+        (grid.subsets != "shared", "`grid.subsets = 'per_seed'`"),
         (grid.pair_encoding != ("cross",), "`grid.pair_encoding` other than ['cross']"),
         (p.table(raw, "lr_search").get("mode", "none") != "none", "a learning-rate search (`lr_search.mode`)"),
     ]

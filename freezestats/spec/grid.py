@@ -37,6 +37,10 @@ class GridSpec:
     """How sentence-pair tasks read their two sentences (:mod:`freezestats.encoder.pair_encoding`): ``cross``, one
     joint input, and/or ``bi``, two pooled passes. An axis of the pair tasks' cells (and of the cells of
     groups with a pair task) only: single-sentence tasks' cells ignore it. The default keeps old specs' hash."""
+    subsets: str = "shared"
+    """``shared``: every seed of a draw trains on the same nested subsets; ``per_seed``: each seed draws its own
+    (still nested across sizes), so that seed-to-seed variation includes the choice of training examples and an
+    answer speaks of new training sets, not of one (Bouthillier et al. 2021). Needs ``subset_draws = 1``."""
     bi_frozen_layers: tuple[int, ...] | None = None
     """The frozen levels at which ``bi`` cells run (a subset of ``frozen_layers``), so that the cross/bi
     contrast can be measured at one level without doubling the whole grid; ``None``: at every level."""
@@ -53,7 +57,16 @@ def parse_grid(p: _Parser, raw: Mapping[str, Any], all_tasks: list[str]) -> Grid
     p.keys(
         grid_raw,
         "grid.",
-        {"frozen_layers", "train_sizes", "seeds", "subset_draws", "order_seeds", "pair_encoding", "bi_frozen_layers"},
+        {
+            "frozen_layers",
+            "train_sizes",
+            "seeds",
+            "subset_draws",
+            "subsets",
+            "order_seeds",
+            "pair_encoding",
+            "bi_frozen_layers",
+        },
     )
     with_arms = "arms" in raw
     if with_arms and "frozen_layers" in grid_raw:
@@ -93,11 +106,16 @@ def parse_grid(p: _Parser, raw: Mapping[str, Any], all_tasks: list[str]) -> Grid
         (order_seeds or (), "grid.order_seeds"),
     ):
         p.unique(values, key)
+    subset_draws = p.integer(grid_raw.get("subset_draws", 1), "grid.subset_draws", low=1)
+    subsets = p.choice(grid_raw.get("subsets", "shared"), "grid.subsets", ("shared", "per_seed"))
+    if subsets == "per_seed" and subset_draws != 1:
+        raise p.fail("`grid.subsets = 'per_seed'` gives each seed its own draw: leave `grid.subset_draws` at 1")
     return GridSpec(
         frozen_layers=frozen,
         train_sizes=tuple(sizes),
         seeds=seeds,
-        subset_draws=p.integer(grid_raw.get("subset_draws", 1), "grid.subset_draws", low=1),
+        subset_draws=subset_draws,
+        subsets=subsets,
         order_seeds=order_seeds,
         **parse_pair_encoding(p, grid_raw, frozen, all_tasks),
     )

@@ -21,6 +21,7 @@ from typing import Any
 from freezestats.exceptions import SpecError
 from freezestats.spec.adaptive import AdaptiveSpec, parse_adaptive
 from freezestats.spec.arms import ArmSpec, ArmVariant, parse_arms
+from freezestats.spec.evaluation import EvaluationSpec, parse_evaluation
 from freezestats.spec.grid import FULL, GridSpec, parse_grid
 from freezestats.spec.groups import GroupSpec, parse_groups
 from freezestats.spec.pairs import BI, CROSS
@@ -84,6 +85,8 @@ class StudySpec:
     """The ``[[arms]]`` tables; empty for a single-arm study (``[model] freezing`` + ``grid.frozen_layers``)."""
     task_definitions: tuple[TaskConfig, ...] = ()
     """The user's own tasks among ``tasks`` (``[[tasks]]`` tables or task files, :mod:`freezestats.spec.tasks`)."""
+    evaluation: EvaluationSpec | None = None
+    """``[evaluation]``: the evaluation pool each task reserves from train; ``None``: no pool."""
     adaptive: AdaptiveSpec | None = None
     """``[adaptive]``: seeds allocated in rounds until each depth is decided; ``None``: every cell runs every seed."""
     description: str = ""
@@ -124,6 +127,8 @@ class StudySpec:
             del data["grid"]["pair_encoding"]
         if self.grid.bi_frozen_layers is None:
             del data["grid"]["bi_frozen_layers"]
+        if self.grid.subsets == "shared":  # likewise for `subsets`
+            del data["grid"]["subsets"]
         if not self.plugins:  # likewise for `plugins`
             del data["plugins"]
         if not self.groups:  # likewise for `groups`
@@ -137,6 +142,8 @@ class StudySpec:
             del data["grid"]["frozen_layers"]  # each arm lists its own levels
         else:  # likewise for `arms`
             del data["arms"]
+        data.pop("evaluation")  # likewise for `evaluation`
+        data |= {"evaluation": self.evaluation.stored_form()} if self.evaluation else {}
         data.pop("adaptive")  # likewise for `adaptive`
         data |= {"adaptive": self.adaptive.stored_form()} if self.adaptive else {}
         data["primary_metric"] = dict(sorted(self.primary_metric.items()))
@@ -249,6 +256,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         plugins=plugins,
         arms=arms,
         task_definitions=definitions,
+        evaluation=parse_evaluation(p, raw),
         adaptive=parse_adaptive(p, raw, grid, len(tasks) + len(groups)),
         description=p.string(raw.get("description", ""), "description"),
         version=version,
@@ -258,7 +266,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
 
 _TOP_LEVEL_KEYS = {
     "version", "name", "description", "tasks", "model", "grid", "training", "lr_search", "metrics", "execution",
-    "plugins", "groups", "arms", "adaptive",
+    "plugins", "groups", "arms", "adaptive", "evaluation",
 }  # fmt: skip
 
 
@@ -294,6 +302,10 @@ def _parse_search_and_arms(
 ) -> tuple[LRSearchSpec, tuple[ArmSpec, ...]]:
     """``[lr_search]`` and ``[[arms]]``, with the combinations of them, groups and bi cells not supported yet."""
     with_arms = "arms" in raw
+    if "evaluation" in raw and BI in grid.pair_encoding:
+        raise p.fail("`[evaluation]` scores a pool with cross-encoded pairs only: leave 'bi' out of grid.pair_encoding")
+    if grid.subsets == "per_seed" and p.table(raw, "lr_search").get("mode", "none") != "none":
+        raise p.fail("`grid.subsets = 'per_seed'` with a learning-rate search is not supported yet: set one rate")
     if with_arms and p.table(raw, "lr_search").get("mode", "none") != "none":
         raise p.fail("`lr_search.mode` must be 'none' with [[arms]]: each arm sets its own `learning_rate`")
     lr_search = parse_lr_search(p, p.table(raw, "lr_search"), grid)

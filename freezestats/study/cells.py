@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -184,7 +184,7 @@ def grid_cells(
     """
     order_seeds: tuple[int | None, ...] = spec.grid.order_seeds if spec.grid.order_seeds is not None else (None,)
     if spec.has_arms:
-        return _arm_cells(spec, pool_sizes, order_seeds, n_layers)
+        return _subset_per_seed(spec, _arm_cells(spec, pool_sizes, order_seeds, n_layers))
     cells = []
     for task, n, draw, k, seed in _combinations(spec, pool_sizes, spec.grid.frozen_layers, spec.grid.seeds):
         if spec.lr_search.mode == "none":
@@ -199,7 +199,15 @@ def grid_cells(
             for order in order_seeds
             for encoding in spec.pair_encodings_for(task, k)
         )
-    return cells + group_cells(spec)
+    return _subset_per_seed(spec, cells + group_cells(spec))
+
+
+def _subset_per_seed(spec: StudySpec, cells: list[Cell]) -> list[Cell]:
+    """With ``grid.subsets = "per_seed"`` a cell's training subset is its seed's own draw: ``subset_draw = seed``
+    (the grid then has one draw, so nothing is crossed away)."""
+    if spec.grid.subsets != "per_seed":
+        return cells
+    return [replace(cell, subset_draw=cell.seed) for cell in cells]
 
 
 def group_cells(spec: StudySpec) -> list[Cell]:

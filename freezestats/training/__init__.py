@@ -37,7 +37,7 @@ from freezestats.exceptions import SpecError
 from freezestats.spec.pairs import CROSS
 from freezestats.spec.training import TrainingSpec
 from freezestats.tasks import TaskConfig
-from freezestats.training._encoding import EncodedSplit, encode_split
+from freezestats.training._encoding import EncodedSplit, encode_split, eval_batches
 from freezestats.training._evaluator import Evaluator
 from freezestats.training._loop import Schedule, TrainingSteps
 from freezestats.training._measure import Measurements, Meter
@@ -122,6 +122,7 @@ def fine_tune(
     order_seed: int | None = None,
     pair_encoding: str = "cross",
     strategy: str | None = None,
+    pool: EncodedSplit | None = None,
 ) -> RunOutcome:
     """Fine-tune ``model_name`` on ``train`` and evaluate on ``validation`` every ``eval_every_epochs``.
 
@@ -138,6 +139,9 @@ def fine_tune(
     ``prefix_cache`` shares frozen-layer outputs with other trials of the same model in this process
     (see :mod:`freezestats.encoder.prefix_cache`); ``use_prefix_cache=False`` runs every layer every time, which
     gives the same predictions and exists to prove that and to measure what the cache saves.
+
+    ``pool``: an evaluation pool, scored once at the checkpoint chosen on the select half
+    (``RunOutcome.pool_predictions``).
 
     Raises :class:`TrialFailed` when the loss stops being finite, so the study can record the run as
     failed and go on.
@@ -174,13 +178,17 @@ def fine_tune(
         select_idx=select_idx,
         score_idx=score_idx,
         steps_per_epoch=schedule.steps_per_epoch,
+        pool=None if pool is None else eval_batches(tokenizer, pool, training.eval_batch_size, device),
     )
     steps = TrainingSteps(
         model, parts, train, tokenizer, training, device, precision, task.is_regression, prefix, autocast
     )
     orders = data_orders(len(train), seed if order_seed is None else order_seed)
     n_steps, final_loss = steps.run(learning_rate, schedule, orders, evaluator, on_step)
-    return _outcome(evaluator, meter.read(device), prefix, n_steps, final_loss, precision)
+    pool_predictions = evaluator.pool_predictions()  # inside the run's measured time: it is part of its cost
+    outcome = _outcome(evaluator, meter.read(device), prefix, n_steps, final_loss, precision)
+    outcome.pool_predictions = pool_predictions
+    return outcome
 
 
 def _outcome(

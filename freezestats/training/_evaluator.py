@@ -42,8 +42,11 @@ class Evaluator:
         select_idx: np.ndarray,
         score_idx: np.ndarray,
         steps_per_epoch: int,
+        pool: list[EvalBatch] | None = None,
     ) -> None:
         self.model, self.parts, self.prefix, self.autocast = model, parts, prefix, autocast
+        self.pool = pool  # the evaluation pool's batches: scored once, at the checkpoint chosen on the select half
+        self._chosen: dict[str, torch.Tensor] | None = None  # that checkpoint's trainable weights
         self.task, self.metric, self.labels = task, metric, labels
         self.select_idx, self.score_idx = select_idx, score_idx
         self.steps_per_epoch = steps_per_epoch
@@ -65,6 +68,27 @@ class Evaluator:
         predictions = _to_predictions(logits, self.task)
         self.evaluated.append(Checkpoint(step, predictions, logits))
         self.curve.append(self._point(predictions, step, train_loss))
+        if self.pool is not None and self.summary().heldout_step == len(self.curve) - 1:
+            self._chosen = _trainable(self.model)  # the select half's choice so far: keep its weights
+
+    def pool_predictions(self) -> np.ndarray | None:
+        """The pool's predictions at the checkpoint chosen on the select half (``None`` without a pool).
+
+        Its weights were kept when it was chosen, so the pool is scored once per run rather than at every
+        evaluation; the model's last weights are put back afterwards. Every layer runs (no frozen-prefix cache):
+        the pool is seen once."""
+        if self.pool is None:
+            return None
+        if self._chosen is None:  # no evaluation chose a checkpoint (an empty curve): nothing to score
+            raise RuntimeError("the evaluation pool is scored at the chosen checkpoint, but none was chosen")
+        last = _trainable(self.model)
+        _load(self.model, self._chosen)
+        self.model.eval()
+        n = sum(len(batch.positions) for batch in self.pool)
+        with self.autocast():
+            logits = _predict(self.model, self.parts, self.pool, n, None, None)
+        _load(self.model, last)
+        return _to_predictions(logits, self.task)
 
     def summary(self) -> CurveSummary:
         """Best, final and heldout values of the primary metric, and where on the curve they were."""
@@ -120,6 +144,17 @@ def _predict(
             result = np.empty((n_examples, values.shape[1]), dtype=values.dtype)
         result[np.asarray(batch.positions)] = values
     return result
+
+
+def _trainable(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+@torch.no_grad()
+def _load(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    for name, p in model.named_parameters():
+        if name in weights:
+            p.copy_(weights[name])
 
 
 def _to_predictions(logits: np.ndarray, task: TaskConfig) -> np.ndarray:

@@ -31,6 +31,7 @@ class RunOutcome:
     final_train_loss: float
     checkpoints: dict[str, Checkpoint] = field(default_factory=dict)  # best, heldout, final: see predictions.py
     extra: dict[str, Any] = field(default_factory=dict)
+    pool_predictions: np.ndarray | None = None  # the evaluation pool's, at the checkpoint chosen on the select half
 
     @property
     def final_predictions(self) -> np.ndarray:
