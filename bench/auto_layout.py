@@ -54,6 +54,8 @@ def write_study(source: Path, target: Path, name: str, precision: str, tasks: li
     precision pinned."""
     spec = tomllib.loads(source.read_text())
     spec["name"], spec["tasks"] = name, tasks
+    primary = spec.get("metrics", {}).get("primary", {})
+    spec.get("metrics", {})["primary"] = {task: metric for task, metric in primary.items() if task in tasks}
     for table, values in tables.items():
         spec.setdefault(table, {}).update(values)
     spec["training"]["precision"] = precision
