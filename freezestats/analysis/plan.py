@@ -24,7 +24,7 @@ from freezestats.stats.decision.crossed import CrossedCost, crossed_cost
 from freezestats.stats.decision.plan import DesignPower, seeds_needed
 from freezestats.stats.items.pseudo_values import pseudo_values
 
-__all__ = ["COLLAPSE_SHARE", "DEV_ITEMS", "DepthPlan", "TaskPlan", "collapsed", "plan_study"]
+__all__ = ["COLLAPSE_SHARE", "DEV_ITEMS", "DepthPlan", "TaskPlan", "collapsed", "paired_differences", "plan_study"]
 
 COLLAPSE_SHARE = 0.95
 """A run collapsed if at least this share of its predictions on the select half, at the chosen checkpoint, is one
@@ -106,20 +106,27 @@ def _depth_plan(
     n_items: int,
 ) -> DepthPlan:
     at = runs[runs["train_size"] == size]
-    by_seed = {d: at[at["frozen_layers"] == d].set_index("seed")["trial"] for d in (0, depth)}
-    seeds = sorted(set(by_seed[0].index) & set(by_seed[depth].index))
-    pairs = [s for s in seeds if not gone.get(by_seed[0][s], False) and not gone.get(by_seed[depth][s], False)]
-    cost = None
-    if len(pairs) >= 3:
-        metric = str(at["metric"].iloc[0])
-        diffs = np.stack([_points(scored, by_seed[depth][s], metric) - _points(scored, by_seed[0][s], metric)
-                          for s in pairs])  # fmt: skip
-        cost = crossed_cost(diffs)
+    diffs, seeds_run = paired_differences(runs, scored, gone, size, depth)
+    cost = crossed_cost(diffs) if len(diffs) >= 3 else None
     seconds = float(at[at["frozen_layers"] == depth]["wall_seconds"].mean())
     plan = (None, None) if cost is None else tuple(
         seeds_needed(cost.parts, items, margin, target) for items in (n_items, DEV_ITEMS)
     )  # fmt: skip
-    return DepthPlan(int(size), int(depth), len(seeds), cost, plan[0], plan[1], seconds)
+    return DepthPlan(int(size), int(depth), seeds_run, cost, plan[0], plan[1], seconds)
+
+
+def paired_differences(
+    runs: pd.DataFrame, scored: pd.DataFrame, gone: pd.Series, size: int, depth: int
+) -> tuple[np.ndarray, int]:
+    """Per seed pair in which neither run collapsed: ``depth``'s per-item points minus full fine-tuning's, on the
+    ``scored`` items (column ``answer``); and how many seeds ran both. Rows: pairs; columns: items."""
+    at = runs[runs["train_size"] == size]
+    by_seed = {d: at[at["frozen_layers"] == d].set_index("seed")["trial"] for d in (0, depth)}
+    seeds = sorted(set(by_seed[0].index) & set(by_seed[depth].index))
+    pairs = [s for s in seeds if not gone.get(by_seed[0][s], False) and not gone.get(by_seed[depth][s], False)]
+    metric = str(at["metric"].iloc[0])
+    rows = [_points(scored, by_seed[depth][s], metric) - _points(scored, by_seed[0][s], metric) for s in pairs]
+    return (np.stack(rows) if rows else np.empty((0, 0))), len(seeds)
 
 
 def _points(scored: pd.DataFrame, trial: int, metric: str) -> np.ndarray:
