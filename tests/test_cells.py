@@ -216,7 +216,7 @@ def test_simulated_crossed_table_has_every_seed_and_order_seed_pair() -> None:
 
     table = simulate_results(frozen_levels=(0, 2), train_sizes=(50, 200), seeds=3, order_seeds=2, rng=4)
     assert list(table.columns) == RESULT_COLUMNS
-    assert RESULT_COLUMNS[-8:-3] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"]
+    assert RESULT_COLUMNS[-11:-6] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"]
     assert table["trained_with"].eq(table["task"]).all()
     assert len(table) == 2 * 2 * 3 * 2
     pairs = table.groupby(["frozen_layers", "train_size"])[["seed", "order_seed"]].apply(

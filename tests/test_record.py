@@ -27,8 +27,9 @@ def _readme_columns() -> list[str]:
 def test_the_export_columns_are_the_records_exported_fields() -> None:
     assert RESULT_COLUMNS == EXPORT_COLUMNS
     assert RESULT_COLUMNS[:5] == ["study", "trial", "state", "role", "task"]
-    assert RESULT_COLUMNS[-8:-3] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"]
-    assert RESULT_COLUMNS[-3:] == ["fuse", "fuse_k", "fusion"]  # added last: the order is a contract
+    assert RESULT_COLUMNS[-11:-6] == ["order_seed", "trained_with", "pair_encoding", "arm", "arm_level"]
+    assert RESULT_COLUMNS[-6:-3] == ["fuse", "fuse_k", "fusion"]
+    assert RESULT_COLUMNS[-3:] == ["pool_score", "n_pool", "pool_artifact"]  # added last: the order is a contract
     assert len(set(RESULT_COLUMNS)) == len(RESULT_COLUMNS)
 
 

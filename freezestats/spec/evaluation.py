@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from freezestats.spec.grid import GridSpec
 from freezestats.spec.parser import _Parser
 
 __all__ = ["EvaluationSpec", "parse_evaluation"]
@@ -29,10 +30,12 @@ class EvaluationSpec:
         return {"pool": self.pool}
 
 
-def parse_evaluation(p: _Parser, raw: Mapping[str, Any]) -> EvaluationSpec | None:
+def parse_evaluation(p: _Parser, raw: Mapping[str, Any], grid: GridSpec) -> EvaluationSpec | None:
     """``[evaluation]``: ``pool = N`` items (N >= 10), or the table left out for no pool."""
     if "evaluation" not in raw:
         return None
+    if "bi" in grid.pair_encoding:
+        raise p.fail("`[evaluation]` scores a pool with cross-encoded pairs only: leave 'bi' out of grid.pair_encoding")
     table = p.table(raw, "evaluation")
     p.keys(table, "evaluation.", {"pool"})
     return EvaluationSpec(pool=p.integer(table.get("pool", 0), "evaluation.pool", low=10))

@@ -9,7 +9,7 @@ only (:mod:`freezestats.spec.pairs`). The stored form of a grid (what the spec h
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from freezestats.spec.pairs import CROSS, parse_pair_encoding
@@ -44,6 +44,16 @@ class GridSpec:
     bi_frozen_layers: tuple[int, ...] | None = None
     """The frozen levels at which ``bi`` cells run (a subset of ``frozen_layers``), so that the cross/bi
     contrast can be measured at one level without doubling the whole grid; ``None``: at every level."""
+
+    def stored_form(self) -> dict[str, Any]:
+        """The grid as stored and hashed: keys added since studies were first stored are left out at their
+        defaults, so those studies keep their hash."""
+        data = asdict(self)
+        defaults = {"order_seeds": None, "pair_encoding": (CROSS,), "bi_frozen_layers": None, "subsets": "shared"}
+        for key, default in defaults.items():
+            if getattr(self, key) == default:
+                del data[key]
+        return data
 
     @property
     def crossed(self) -> bool:
@@ -110,6 +120,8 @@ def parse_grid(p: _Parser, raw: Mapping[str, Any], all_tasks: list[str]) -> Grid
     subsets = p.choice(grid_raw.get("subsets", "shared"), "grid.subsets", ("shared", "per_seed"))
     if subsets == "per_seed" and subset_draws != 1:
         raise p.fail("`grid.subsets = 'per_seed'` gives each seed its own draw: leave `grid.subset_draws` at 1")
+    if subsets == "per_seed" and p.table(raw, "lr_search").get("mode", "none") != "none":
+        raise p.fail("`grid.subsets = 'per_seed'` with a learning-rate search is not supported yet: set one rate")
     return GridSpec(
         frozen_layers=frozen,
         train_sizes=tuple(sizes),

@@ -85,8 +85,7 @@ class StudySpec:
     """The ``[[arms]]`` tables; empty for a single-arm study (``[model] freezing`` + ``grid.frozen_layers``)."""
     task_definitions: tuple[TaskConfig, ...] = ()
     """The user's own tasks among ``tasks`` (``[[tasks]]`` tables or task files, :mod:`freezestats.spec.tasks`)."""
-    evaluation: EvaluationSpec | None = None
-    """``[evaluation]``: the evaluation pool each task reserves from train; ``None``: no pool."""
+    evaluation: EvaluationSpec | None = None  # ``[evaluation]``: the pool each task reserves from train, or None
     adaptive: AdaptiveSpec | None = None
     """``[adaptive]``: seeds allocated in rounds until each depth is decided; ``None``: every cell runs every seed."""
     description: str = ""
@@ -121,14 +120,7 @@ class StudySpec:
             data["task_definitions"] = [stored_task(task) for task in self.task_definitions]
         data["model"] = {"name": self.model.name, "strategy": self.model.freezing}  # the key's name before: same hash
         data["lr_search"] = self.lr_search.stored_form(self.grid.seeds)
-        if not self.grid.crossed:  # the form stored before `order_seeds` existed: those studies keep their hash
-            del data["grid"]["order_seeds"]
-        if self.grid.pair_encoding == (CROSS,):  # likewise for `pair_encoding`
-            del data["grid"]["pair_encoding"]
-        if self.grid.bi_frozen_layers is None:
-            del data["grid"]["bi_frozen_layers"]
-        if self.grid.subsets == "shared":  # likewise for `subsets`
-            del data["grid"]["subsets"]
+        data["grid"] = self.grid.stored_form()
         if not self.plugins:  # likewise for `plugins`
             del data["plugins"]
         if not self.groups:  # likewise for `groups`
@@ -256,7 +248,7 @@ def _parse(raw: Mapping[str, Any], source: str, stored: bool) -> StudySpec:
         plugins=plugins,
         arms=arms,
         task_definitions=definitions,
-        evaluation=parse_evaluation(p, raw),
+        evaluation=parse_evaluation(p, raw, grid),
         adaptive=parse_adaptive(p, raw, grid, len(tasks) + len(groups)),
         description=p.string(raw.get("description", ""), "description"),
         version=version,
@@ -302,10 +294,6 @@ def _parse_search_and_arms(
 ) -> tuple[LRSearchSpec, tuple[ArmSpec, ...]]:
     """``[lr_search]`` and ``[[arms]]``, with the combinations of them, groups and bi cells not supported yet."""
     with_arms = "arms" in raw
-    if "evaluation" in raw and BI in grid.pair_encoding:
-        raise p.fail("`[evaluation]` scores a pool with cross-encoded pairs only: leave 'bi' out of grid.pair_encoding")
-    if grid.subsets == "per_seed" and p.table(raw, "lr_search").get("mode", "none") != "none":
-        raise p.fail("`grid.subsets = 'per_seed'` with a learning-rate search is not supported yet: set one rate")
     if with_arms and p.table(raw, "lr_search").get("mode", "none") != "none":
         raise p.fail("`lr_search.mode` must be 'none' with [[arms]]: each arm sets its own `learning_rate`")
     lr_search = parse_lr_search(p, p.table(raw, "lr_search"), grid)
