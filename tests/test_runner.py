@@ -74,13 +74,15 @@ def test_run_status_export(
     assert table["n_layers"].eq(2).all() and table["model"].eq(str(tiny_model)).all()
     columns = list(table.columns)[: len(RESULT_COLUMNS)]  # added at the end of the contract, in this order
     assert (
-        columns[-8:]
+        columns[-11:]
         == [
             *("order_seed", "trained_with", "pair_encoding", "arm", "arm_level"),
             *("fuse", "fuse_k", "fusion"),
+            *("pool_score", "n_pool", "pool_artifact"),
         ]
-        == RESULT_COLUMNS[-8:]
+        == RESULT_COLUMNS[-11:]
     )
+    assert table[["pool_score", "n_pool", "pool_artifact"]].isna().all().all()  # no [evaluation]: no pool
     assert table["fuse"].eq("off").all() and table["fuse_k"].eq(1).all() and table["fusion"].eq("unfused").all()
     assert table["trained_with"].eq(table["task"]).all()  # trained alone
     assert table["pair_encoding"].eq("cross").all()  # a single-sentence task: one input
