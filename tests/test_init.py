@@ -112,3 +112,27 @@ def test_init_refuses_in_one_line_and_writes_nothing(
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_init_reserves_an_evaluation_pool_and_a_subset_per_seed(
+    tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from freezestats.runner import prepare_study
+
+    write(rows(900), tmp_path / "tickets.csv")  # 720 train rows after the validation carve: 144 reserved
+    assert _init(tmp_path, tiny_model) == 0
+    spec = load_spec(tmp_path / "spec.toml")
+    assert spec.evaluation is not None and spec.evaluation.pool == 144 and spec.grid.subsets == "per_seed"
+    prepared = prepare_study(spec)
+    task = prepared.tasks["tickets"]
+    assert len(task.pool) == 144 and prepared.pool_sizes["tickets"] <= 720 - 144
+    assert max(spec.grid.train_sizes) <= prepared.pool_sizes["tickets"]
+    pooled = set(task.pool.items["text"])
+    assert not pooled & set(task.data.train["text"])  # no pool text can train
+    assert sorted(task.subsets) == list(spec.grid.seeds)  # a nested draw per seed
+
+
+def test_init_leaves_small_data_without_a_pool(tmp_path: Path, tiny_model: Path) -> None:
+    write(rows(150), tmp_path / "tickets.csv")
+    assert _init(tmp_path, tiny_model) == 0
+    assert load_spec(tmp_path / "spec.toml").evaluation is None

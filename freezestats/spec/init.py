@@ -27,6 +27,7 @@ from freezestats.spec.study import parse_spec
 from freezestats.spec.tasks import DEFAULT_METRICS, parse_definition
 from freezestats.tasks import available_tasks
 from freezestats.tasks.data import load_task_data
+from freezestats.tasks.pool import reserve_pool
 from freezestats.tasks.sources import DataSource, read_file_split
 from freezestats.tasks.taskdata import TaskData
 
@@ -44,6 +45,10 @@ MIN_RAREST = 4
 MAX_CLASSES_AS_INTEGERS = 20
 """Integer labels with at most this many distinct values are read as classes (star ratings), more as a score."""
 SEEDS = (1, 2, 3, 4, 5)
+POOL_SHARE, POOL_MAX, POOL_MIN_TRAIN = 0.2, 5000, 500
+"""``init`` reserves this share of train (at most ``POOL_MAX`` items) as the evaluation pool, when train has at
+least ``POOL_MIN_TRAIN`` rows: the pool is what each run is scored on, so that the answer speaks of new data from
+the task, not of the validation set that chose the checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,12 @@ def train_sizes(data: TaskData) -> list[int]:
     return sorted({sizes[int(i)] for i in np.round(np.linspace(0, len(sizes) - 1, min(5, len(sizes))))})
 
 
+def pool_size(data: TaskData) -> int:
+    """The evaluation pool ``init`` reserves: ``POOL_SHARE`` of train, at most ``POOL_MAX``; none below
+    ``POOL_MIN_TRAIN`` rows (there every row is needed to train, and the validation set scores)."""
+    return 0 if len(data.train) < POOL_MIN_TRAIN else min(POOL_MAX, round(POOL_SHARE * len(data.train)))
+
+
 def frozen_levels(n_layers: int) -> list[int]:
     """Embeddings only, full fine-tuning, a third and two thirds of the layers, and all of them (the head only)."""
     return sorted({-1, 0, round(n_layers / 3), round(2 * n_layers / 3), n_layers})
@@ -180,8 +191,15 @@ def render_spec(
     request: InitRequest, name: str, kind: str, table: dict[str, Any], data: TaskData, n_layers: int
 ) -> str:
     """The spec's text: the task table, model, grid, training and metric, each choice with its reason."""
-    sizes, levels = train_sizes(data), frozen_levels(n_layers)
+    pool = pool_size(data)
+    trainable = data if pool == 0 else reserve_pool(data, pool)[0]
+    sizes, levels = train_sizes(trainable), frozen_levels(n_layers)
     metric, why = primary_metric(data, kind)
+    evaluation = ([] if pool == 0 else [
+        "[evaluation]",
+        f"pool = {pool:<28} # items reserved from train before any subset; every run is scored on them once",
+        "",
+    ])  # fmt: skip
     lines = [
         f"# A freezestats study of your task '{name}', written by `freezestats init` from {table['train']}.",
         *(f"# {line}" for line in describe_data(data)),
@@ -197,9 +215,11 @@ def render_spec(
         "",
         "[grid]",
         f"frozen_layers = {_toml(levels):<19} # -1: embeddings only; 0: full fine-tuning; k: embeddings + k layers",
-        f"train_sizes = {_toml(sizes):<21} # nested, stratified subsets of the {len(data.train)} train rows",
+        f"train_sizes = {_toml(sizes):<21} # nested, stratified subsets of the {len(trainable.train)} trainable rows",
         f"seeds = {_toml(list(SEEDS)):<27} # runs per cell: their spread is what the statistics measure",
+        'subsets = "per_seed"                # each seed trains on its own nested draw of examples',
         "",
+        *evaluation,
         "[training]                          # the 2020 blog's protocol (AdamW, linear warm-up and decay)",
         "epochs = 10                         # lower it for a first quick look",
         "learning_rate = 5e-5",
