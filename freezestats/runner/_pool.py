@@ -61,7 +61,7 @@ class WorkerPool:
         """The workers to start now, and why when ``auto`` starts fewer than its layout: never more than the
         claims waiting (cells, or fused groups), since a worker with nothing to claim only holds a core. One
         claim left means no worker at all: the caller runs it in its own process, which saves a worker's start
-        (its imports, data and model checks: about 5 s on a 2-core CPU)."""
+        (its imports, data and model checks)."""
         if not self.auto:
             return self.n, ""
         claims = waiting_claims(study, self.fuse)
