@@ -21,9 +21,10 @@ import argparse
 
 import numpy as np
 
-from freezestats.analysis.plan import collapsed, paired_differences
+from freezestats.analysis.decision import paired_differences
 from freezestats.results.export import results_table
 from freezestats.results.item_predictions import item_predictions, pool_item_predictions, study_artifacts
+from freezestats.stats.decision.collapse import collapsed
 from freezestats.stats.decision.crossed import crossed_cost
 from freezestats.stats.decision.plan import seeds_needed
 

@@ -166,7 +166,7 @@ def test_bad_pool_or_subset_settings_are_one_line_and_exit_2(
 
 
 def test_a_collapsed_run_is_read_off_its_select_half_only() -> None:
-    from freezestats.analysis.plan import collapsed
+    from freezestats.stats.decision.collapse import collapsed
 
     rows = []
     for trial, select, score in ((1, [1] * 19 + [0], [0] * 20), (2, [1] * 18 + [0, 0], [1] * 20)):

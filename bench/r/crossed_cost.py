@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from freezestats.analysis.plan import collapsed, paired_differences
+from freezestats.analysis.decision import paired_differences
 from freezestats.results.export import results_table
 from freezestats.results.item_predictions import item_predictions, pool_item_predictions, study_artifacts
+from freezestats.stats.decision.collapse import collapsed
 from freezestats.stats.decision.crossed import crossed_cost
 
 HERE = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent

@@ -14,21 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
+from freezestats.analysis.decision import decide
 from freezestats.exceptions import StorageError
 from freezestats.results.export import results_table
 from freezestats.results.item_predictions import item_predictions, pool_item_predictions
-from freezestats.stats.decision.crossed import CrossedCost, crossed_cost
+from freezestats.stats.decision.crossed import CrossedCost
 from freezestats.stats.decision.plan import DesignPower, seeds_needed
-from freezestats.stats.items.pseudo_values import pseudo_values
+from freezestats.stats.decision.verdicts import DepthEvidence
 
-__all__ = ["COLLAPSE_SHARE", "DEV_ITEMS", "DepthPlan", "TaskPlan", "collapsed", "paired_differences", "plan_study"]
+__all__ = ["DEV_ITEMS", "DepthPlan", "TaskPlan", "plan_study"]
 
-COLLAPSE_SHARE = 0.95
-"""A run collapsed if at least this share of its predictions on the select half, at the chosen checkpoint, is one
-class (regression: the predictions there are constant). It never reads the scored or pool items."""
 DEV_ITEMS = 436
 """SST-2's score half: what the blog protocol scores, priced beside the study's own items."""
 
@@ -56,80 +51,33 @@ class TaskPlan:
     depths: tuple[DepthPlan, ...]
 
 
-def collapsed(items: pd.DataFrame, regression: bool) -> pd.Series:
-    """Per trial: whether the run collapsed, read off its select-half predictions at the chosen checkpoint."""
-    select = items[items["half"] == "select"]
-    if regression:
-        return select.groupby("trial")["prediction_heldout"].agg(lambda p: float(np.std(p)) < 1e-6)
-    share = select.groupby("trial")["prediction_heldout"].agg(lambda p: p.value_counts(normalize=True).iloc[0])
-    return share >= COLLAPSE_SHARE
-
-
 def plan_study(study: object, artifact_dir: Path, margin: float = 1.0, target: float = 0.8) -> list[TaskPlan]:
     """The plan of every task of a pilot study (an Optuna study with freezestats runs)."""
     runs = results_table(study)
     if runs.empty:
         raise StorageError("The pilot study has no complete runs to plan from.")
+    attrs = getattr(study, "user_attrs", {})
+    populations = {
+        k.split(":", 1)[1]: v.get("population") for k, v in attrs.items() if k.startswith("evaluation_pool:")
+    }
     items = item_predictions(runs, artifact_dir)
     pool = pool_item_predictions(runs, artifact_dir)
-    attrs = getattr(study, "user_attrs", {})
     plans = []
-    for task, task_runs in runs.groupby("task"):
-        regression = bool(task_runs["metric"].iloc[0] in ("pearson", "spearman", "pearson_spearman"))
-        gone = collapsed(items[items["task"] == task], regression)
-        if pool is not None and (pool["task"] == task).any():
-            scored = pool[pool["task"] == task].rename(columns={"prediction": "answer"})
-            population = attrs.get(f"evaluation_pool:{task}", {}).get("population", f"{task} evaluation pool")
-        else:
-            scored = items[(items["task"] == task) & (items["half"] == "score")]
-            scored = scored.rename(columns={"prediction_heldout": "answer"})
-            population = f"the {task} validation set's score half"
-        n_items = int(scored["idx"].nunique())
+    for decision in decide(runs, items, pool, margin=margin, target=target, populations=populations):
         depths = tuple(
-            _depth_plan(task_runs, scored, gone, size, depth, margin, target, n_items)
-            for size in sorted(task_runs["train_size"].unique())
-            for depth in sorted(task_runs[task_runs["train_size"] == size]["frozen_layers"].unique())
-            if depth != 0
+            _depth_plan(size.train_size, row.verdict.evidence, row.seconds, decision.items, margin, target)
+            for size in decision.sizes
+            for row in size.rows
         )
-        plans.append(TaskPlan(str(task), population, n_items, margin, target, depths))
+        plans.append(TaskPlan(decision.task, decision.population, decision.items, margin, target, depths))
     return plans
 
 
 def _depth_plan(
-    runs: pd.DataFrame,
-    scored: pd.DataFrame,
-    gone: pd.Series,
-    size: int,
-    depth: int,
-    margin: float,
-    target: float,
-    n_items: int,
+    size: int, evidence: DepthEvidence, seconds: float, n_items: int, margin: float, target: float
 ) -> DepthPlan:
-    at = runs[runs["train_size"] == size]
-    diffs, seeds_run = paired_differences(runs, scored, gone, size, depth)
-    cost = crossed_cost(diffs) if len(diffs) >= 3 else None
-    seconds = float(at[at["frozen_layers"] == depth]["wall_seconds"].mean())
+    cost = evidence.cost
     plan = (None, None) if cost is None else tuple(
         seeds_needed(cost.parts, items, margin, target) for items in (n_items, DEV_ITEMS)
     )  # fmt: skip
-    return DepthPlan(int(size), int(depth), seeds_run, cost, plan[0], plan[1], seconds)
-
-
-def paired_differences(
-    runs: pd.DataFrame, scored: pd.DataFrame, gone: pd.Series, size: int, depth: int
-) -> tuple[np.ndarray, int]:
-    """Per seed pair in which neither run collapsed: ``depth``'s per-item points minus full fine-tuning's, on the
-    ``scored`` items (column ``answer``); and how many seeds ran both. Rows: pairs; columns: items."""
-    at = runs[runs["train_size"] == size]
-    by_seed = {d: at[at["frozen_layers"] == d].set_index("seed")["trial"] for d in (0, depth)}
-    seeds = sorted(set(by_seed[0].index) & set(by_seed[depth].index))
-    pairs = [s for s in seeds if not gone.get(by_seed[0][s], False) and not gone.get(by_seed[depth][s], False)]
-    metric = str(at["metric"].iloc[0])
-    rows = [_points(scored, by_seed[depth][s], metric) - _points(scored, by_seed[0][s], metric) for s in pairs]
-    return (np.stack(rows) if rows else np.empty((0, 0))), len(seeds)
-
-
-def _points(scored: pd.DataFrame, trial: int, metric: str) -> np.ndarray:
-    """A run's per-item jackknife pseudo-values of ``metric``, in points, in item order (accuracy: 100 or 0)."""
-    run = scored[scored["trial"] == trial].sort_values("idx")
-    return 100.0 * pseudo_values(metric, run["answer"].to_numpy(), run["label"].to_numpy())
+    return DepthPlan(size, evidence.depth, evidence.seeds, cost, plan[0], plan[1], seconds)
