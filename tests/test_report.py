@@ -75,6 +75,13 @@ def test_real_study_report_files(real_report: Path) -> None:
     figures = sorted(p.name for p in (real_report / "figures").glob("*.svg"))
     for name in ("sst2-runs", "sst2-emm-heatmap", "sst2-interaction", "sst2-forest", "sst2-relative", "sst2-compute"):
         assert f"{name}.svg" in figures and f"#fig-{name}" in qmd, name
+    # Page 1 is the decision: the cost when both runs train per size and depth, as the analysis's table has it.
+    page_one = qmd.split("## The decision")[1].split("## The answer")[0]
+    costs = pd.read_parquet(real_report / "analysis" / "decision.parquet")
+    assert len(costs) >= 1 and "sst2-cost-figure.svg" in figures and "#fig-sst2-cost-figure" in page_one
+    for row in costs.itertuples():
+        shown = "–" if pd.isna(row.cost) else f"{row.cost:+.2f} [{row.ci_low:+.2f}, {row.ci_high:+.2f}]"
+        assert f"| {shown} |" in page_one, row
     html = (real_report / "report.html").read_text()
     assert 'src="figures/' not in html and "data:image/svg+xml" in html  # self-contained
     assert "Rendered with" not in html and "rendered with" in html.lower() and "pandoc" in html.lower()
@@ -158,8 +165,9 @@ def test_report_from_results_with_numbers_from_the_analysis(
     for row in answers.itertuples():
         assert re.search(rf"n = (\d+, )*{row.train_size}\b", answer), (row.train_size, answer)
     assert qmd.index("## The decision") < qmd.index("## The answer")
-    decision = qmd.split("## The decision")[1].split("## The answer")[0]
-    assert all(f"| sst2 | {row.train_size} |" in decision for row in answers.itertuples())
+    assert all(f"| sst2 | {row.train_size} |" in answer for row in answers.itertuples())
+    page_one = qmd.split("## The decision")[1].split("## The answer")[0]
+    assert "No decision table: it needs the runs' per-item predictions" in page_one  # a results table has none
     assert "How to read this" in answer and "absence of evidence" in answer and "Margin 0.01" in answer
     # Beside it, the superiority contrasts as what they are: the shallowest detectably worse depth per size.
     contrasts = pd.read_parquet(out / "analysis" / "contrasts.parquet")

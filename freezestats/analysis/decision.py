@@ -13,19 +13,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from freezestats.stats.decision.collapse import collapsed
-from freezestats.stats.decision.crossed import crossed_cost
+from freezestats.stats.decision.crossed import VarianceParts, crossed_cost
 from freezestats.stats.decision.excess import excess_collapse_p
 from freezestats.stats.decision.plan import DesignPower, seeds_needed
 from freezestats.stats.decision.verdicts import DepthEvidence, DepthVerdict, fixed_sequence
 from freezestats.stats.items.pseudo_values import pseudo_values
 from freezestats.tasks.metrics import REGRESSION_METRICS
 
-__all__ = ["DepthRow", "SizeDecision", "TaskDecision", "decide", "paired_differences"]
+__all__ = [
+    "DepthRow",
+    "SizeDecision",
+    "TaskDecision",
+    "decide",
+    "decision_lines",
+    "paired_differences",
+    "verdict_words",
+]
 
 FAMILY = (
     "each train size: a fixed sequence at one-sided 2.5% (within: shallow to deep; beyond, collapse: deep to shallow)"
@@ -37,7 +46,7 @@ class DepthRow:
     """A depth's verdict, what would decide it, and what it saves (means over its runs and full's, same size)."""
 
     verdict: DepthVerdict
-    needs: DesignPower | None  # the seeds that give the target power at the scored items if the true cost is 0
+    needs: DesignPower | None  # seeds for the target power at the scored items if the true cost is the estimate
     seconds: float
     full_seconds: float
     peak_mem_bytes: float
@@ -67,6 +76,36 @@ class TaskDecision:
         return pd.DataFrame([_tidy(self, size, row) for size in self.sizes for row in size.rows])
 
 
+def verdict_words(row: Any) -> str:
+    """A row's verdict as page 1 prints it."""
+    m = f"{row.margin:g} point{'s' if row.margin != 1 else ''}"
+    if row.verdict == "within the margin":
+        return f"within {m}"
+    if row.verdict == "costs more than the margin":
+        return f"costs more than {m} (at least {-row.ci_high:.1f})"
+    if row.verdict == "collapses more often":
+        return f"collapses more often (McNemar p = {row.excess_collapse_p:.3f})"
+    if pd.isna(row.cost):
+        return f"not known: {row.both_trained} of {row.seeds} pairs trained, 3 needed"
+    where = "" if row.reached else "; a shallower depth was not shown"
+    if pd.isna(row.seeds_needed):
+        return f"not known: more than 200 seeds at {10 * row.items:,} items if its cost is {min(row.cost, 0):+.2f}"
+    need = f"{int(row.seeds_needed)} seeds at {int(row.items_needed):,} items"
+    return f"not known: needs {need} if its cost is {min(row.cost, 0):+.2f}{where}"
+
+
+def decision_lines(table: pd.DataFrame) -> list[str]:
+    """The decision table of one task as the lines ``analyze`` prints: per size and depth, cost and verdict."""
+    first = table.iloc[0]
+    lines = [f"  the decision: cost when both runs train, {first['metric']} points on {first['items']:,} items "
+             f"({first['population']}); {FAMILY}:"]  # fmt: skip
+    for r in table.itertuples():
+        cost = "no interval" if pd.isna(r.cost) else f"{r.cost:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+        lines.append(f"    n={r.train_size} frozen {r.frozen_layers}: {cost}, {r.both_trained} of {r.seeds} pairs "
+                     f"trained, collapsed {r.depth_collapsed} vs {r.full_collapsed}: {verdict_words(r)}")  # fmt: skip
+    return lines
+
+
 def _tidy(task: TaskDecision, size: SizeDecision, row: DepthRow) -> dict[str, object]:
     e, c, need = row.verdict.evidence, row.verdict.evidence.cost, row.needs
     return {
@@ -78,7 +117,8 @@ def _tidy(task: TaskDecision, size: SizeDecision, row: DepthRow) -> dict[str, ob
         "sd_seed": np.sqrt(c.parts.seed) if c else np.nan, "sd_item": np.sqrt(c.parts.item) if c else np.nan,
         "excess_collapse_p": e.excess_p, "margin": task.margin, "verdict": row.verdict.verdict.value,
         "decided": row.verdict.decided, "reached": row.verdict.reached,
-        "seeds_needed": need.seeds if need else np.nan, "seconds": row.seconds, "full_seconds": row.full_seconds,
+        "seeds_needed": need.seeds if need else np.nan,
+        "items_needed": need.items if need else np.nan, "seconds": row.seconds, "full_seconds": row.full_seconds,
         "peak_mem_bytes": row.peak_mem_bytes, "full_peak_mem_bytes": row.full_peak_mem_bytes,
     }  # fmt: skip
 
@@ -133,11 +173,21 @@ def _size(
         e, mine = verdict.evidence, at[at["frozen_layers"] == verdict.evidence.depth]
         needs = None
         if not verdict.decided and e.cost is not None:
-            needs = seeds_needed(e.cost.parts, n_items, margin, target)
+            needs = _what_decides(e.cost.parts, n_items, margin, target, min(e.cost.estimate, 0.0))
         rows.append(DepthRow(verdict, needs, *_mean(mine, full, "wall_seconds"), *_mean(mine, full, "peak_mem_bytes")))
     shared = at.groupby("seed")["subset_draw"].first().nunique() == 1 and at["seed"].nunique() > 1
     subsets = "one training subset shared by every seed" if shared else "a training subset per seed"
     return SizeDecision(int(at["train_size"].iloc[0]), subsets, tuple(rows))
+
+
+def _what_decides(parts: VarianceParts, items: int, margin: float, target: float, cost: float) -> DesignPower | None:
+    """The fewest seeds that decide at the study's items, or else at 2, 4 or 10 times as many (the item term alone
+    can keep the interval too wide for any number of seeds); the fewest items among designs of equal seeds."""
+    designs = [seeds_needed(parts, items * more, margin, target, true_cost=cost) for more in (1, 2, 4, 10)]
+    found = [d for d in designs if d is not None]
+    if not found or designs[0] is not None:
+        return designs[0]
+    return min(found, key=lambda d: (d.seeds, d.items))
 
 
 def _mean(mine: pd.DataFrame, full: pd.DataFrame, column: str) -> tuple[float, float]:

@@ -176,6 +176,8 @@ def analyze(
     uncertainty: str = "task",
     task_metrics: Mapping[str, str] | None = None,
     failure_rates: str = DEFAULT_FAILURE_RATES,
+    pool: pd.DataFrame | None = None,
+    populations: Mapping[str, str] | None = None,
 ) -> Analysis:
     """Run every analysis of the study on ``data`` (the results table), one task at a time.
 
@@ -244,6 +246,8 @@ def analyze(
     _beside_the_freeze_model(steps, tasks, every=every, all_grid=all_grid, arm_grid=arm_grid, arm_note=arm_note)
     if pooled:
         _pooled_tables(result, grid[grid["task"].isin(tasks)], options.response)
+    if items is not None:
+        _decision_table(result, grid[grid["task"].isin(tasks)], items, pool, margin, populations)
     result.warnings = list(dict.fromkeys(result.warnings))  # a reason met by two steps' shared input is said once
     if "fixed_effects" not in result.tables:
         raise ModelFitError(_no_model_reason(result.warnings))
@@ -306,6 +310,28 @@ def _beside_the_freeze_model(
         add_arm_tables(steps.attempt, arm_grid, tasks, options.response, margin_of)
     if n_bi:
         _pair_encodings(steps.attempt, every[every["role"] == "grid"], tasks, options.response, options.adjust)
+
+
+def _decision_table(
+    result: Analysis,
+    grid: pd.DataFrame,
+    items: pd.DataFrame,
+    pool: pd.DataFrame | None,
+    margin: float | None,
+    populations: Mapping[str, str] | None,
+) -> None:
+    """The answer (:mod:`freezestats.analysis.decision`) as the ``decision`` table; ``margin`` is in the metric's
+    units (0.01 = 1 point), 1 point by default."""
+    from freezestats.analysis.decision import decide
+
+    try:
+        decisions = decide(grid, items, pool, margin=100 * margin if margin else 1.0, populations=populations)
+    except (ModelFitError, ValueError, KeyError) as err:
+        result.warnings.append(f"decision not computed: {err}")
+        return
+    tables = [d.table() for d in decisions if d.sizes]
+    if tables:
+        result.tables["decision"] = pd.concat(tables, ignore_index=True)
 
 
 def _no_model_reason(warnings: list[str]) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from freezestats.analysis.answer_text import grouped_answer
+from freezestats.analysis.decision import decision_lines
 from freezestats.analysis.result import SECOND_MODE, Analysis
 from freezestats.stats.items.task_level import POPULATIONS
 
@@ -61,8 +62,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
     ]
     contrasts = analysis.tables.get("contrasts")
     answers = analysis.tables.get("answer")
+    decision = analysis.tables.get("decision")
     for task in s["tasks"]:
         lines.append(f"[{task}]")
+        if decision is not None and (decision["task"] == task).any():
+            lines.extend(decision_lines(decision[decision["task"] == task]))
         if answers is not None and (answers["task"] == task).any():
             lines.append(f"  {answer_heading(s, task)}:")
             lines.extend(f"    {sentence}" for sentence in grouped_answer(analysis, task))

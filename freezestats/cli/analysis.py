@@ -97,7 +97,7 @@ class _Analyze(_Command):
         from freezestats.analysis.pipeline import analyze, load_results, load_study_record
         from freezestats.analysis.result import write_analysis
         from freezestats.analysis.summary import summary_lines
-        from freezestats.results.item_predictions import load_item_table
+        from freezestats.results.item_predictions import load_item_table, load_pool_table
 
         storage = args.storage
         if storage is None and args.results is None:
@@ -106,10 +106,11 @@ class _Analyze(_Command):
             storage = DEFAULT_STORAGE
         table = load_results(storage, args.results, args.study_name)
         items, why_not = load_item_table(storage, args.predictions, args.study_name, runs=table)
+        pool = load_pool_table(storage, args.predictions, args.study_name, runs=table) if items is not None else None
         if args.bootstrap_tests < 0:
             raise ModelFitError(f"`--bootstrap-tests` must be >= 0, but got {args.bootstrap_tests}.")
         with _bootstrap_progress(args.bootstrap_tests) as progress:
-            analysis = _run_analyze(analyze, table, args, progress, items)
+            analysis = _run_analyze(analyze, table, args, progress, items, pool)
         if why_not:
             analysis.warnings.append(why_not)
         study = load_study_record(storage, args.study_name) if storage is not None else None
@@ -127,7 +128,12 @@ class _Analyze(_Command):
 
 
 def _run_analyze(
-    analyze: Callable[..., Any], table: Any, args: argparse.Namespace, progress: Any, items: Any = None
+    analyze: Callable[..., Any],
+    table: Any,
+    args: argparse.Namespace,
+    progress: Any,
+    items: Any = None,
+    pool: Any = None,
 ) -> Any:
     return analyze(
         table,
@@ -146,6 +152,7 @@ def _run_analyze(
         progress=progress,
         items=items,
         uncertainty=args.uncertainty,
+        **({"pool": pool[0], "populations": pool[1]} if pool else {}),
         **_analysis_options(args),
     )
 

@@ -25,6 +25,7 @@ from freezestats.report.sections.answer_tests import item_uncertainty_table
 from freezestats.report.sections.arms import arm_section
 from freezestats.report.sections.checkpoints import checkpoint_section
 from freezestats.report.sections.comparisons import compute_section, lee_section, reference_section
+from freezestats.report.sections.cost_decision import cost_decision_section
 from freezestats.report.sections.decision import decision_section
 from freezestats.report.sections.model_details import appendix, model_section, p_text
 from freezestats.report.sections.pair_encoding import pair_encoding_section
@@ -350,6 +351,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         f"{runs_counted(settings)}, {settings['model']} model",
         "date": now.strftime("%Y-%m-%d"),
         "notes": _notes(inputs),
+        "cost_decision": cost_decision_section(inputs, w),
         "decision": decision_section(inputs, w),
         "answer": text.answer(inputs),
         "methods": methods.methods(inputs),

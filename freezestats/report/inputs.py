@@ -140,9 +140,10 @@ def gather_inputs(
         runs = load_results(storage, results, study_name)
         if storage is not None:
             study = load_study_record(storage, study_name)
-        from freezestats.results.item_predictions import load_item_table
+        from freezestats.results.item_predictions import load_item_table, load_pool_table
 
         items, why_not = load_item_table(storage, predictions, study_name, runs=runs)
+        pool, populations = load_pool_table(storage, predictions, study_name, runs) if items is not None else (None, {})
         analysis = analyze(
             runs,
             model=model,
@@ -154,6 +155,8 @@ def gather_inputs(
             uncertainty=uncertainty,
             failure_rates=failure_rates,
             task_metrics=task_metrics,
+            pool=pool,
+            populations=populations,
         )
         if why_not:
             analysis.warnings.append(why_not)

@@ -26,6 +26,7 @@ __all__ = [
     "export_item_predictions",
     "item_predictions",
     "load_item_table",
+    "load_pool_table",
     "pool_file",
     "pool_item_predictions",
     "read_item_predictions",
@@ -189,6 +190,31 @@ def load_item_table(
         return study_item_predictions(storage, study_name, runs), None
     except StorageError as err:
         return None, f"no per-item predictions ({err}), so the intervals are seed-only"
+
+
+def load_pool_table(
+    storage: str | None,
+    predictions: str | Path | None,
+    study_name: str | None = None,
+    runs: pd.DataFrame | None = None,
+) -> tuple[pd.DataFrame | None, dict[str, str]]:
+    """The evaluation pool's predictions (or None) and, per task, the population the pool samples: from the file
+    beside ``predictions`` (:func:`pool_file`), else from the study database's artifacts and attributes."""
+    if predictions is not None:
+        path = pool_file(predictions)
+        return (pd.read_parquet(path) if path.is_file() else None), {}
+    if storage is None:
+        return None, {}
+    from freezestats.results.export import results_table
+
+    try:
+        study, folder = study_artifacts(storage, study_name)
+        pool = pool_item_predictions(results_table(study) if runs is None else runs, folder)
+    except StorageError:
+        return None, {}
+    attrs = study.user_attrs
+    names = {k.split(":", 1)[1]: v.get("population") for k, v in attrs.items() if k.startswith("evaluation_pool:")}
+    return pool, {task: str(name) for task, name in names.items() if name}
 
 
 def read_item_predictions(path: str | Path) -> pd.DataFrame:

@@ -7,7 +7,8 @@ With variance components (seed, item, residual; points squared) its standard err
 
 and the chance that the lower 97.5% bound clears ``-m`` when the true cost is ``delta`` is that of a
 noncentral t with ``k - 1`` degrees of freedom (the seed term's, the conservative choice when seeds dominate)
-exceeding its critical value: ``power = 1 - F_t(t_{0.975, k-1}; k-1, ncp = (delta + m) / SE)``.
+exceeding its critical value: ``power = 1 - F_t(t_{0.975, k-1}; k-1, ncp = |delta + m| / SE)`` (for a true
+cost below ``-m`` that is the power to show it costs more than the margin).
 More items shrink only the item and residual terms; more seeds shrink all but the item term. So a plan prices
 both levers, and says when items alone cannot decide (the seed term by itself exceeds what the margin allows).
 """
@@ -34,15 +35,16 @@ class DesignPower:
 
 
 def power(parts: VarianceParts, seeds: int, items: int, margin: float, true_cost: float = 0.0) -> DesignPower:
-    """The power to show ``cost > -margin`` (points) with ``seeds`` pairs and ``items`` items, one-sided 2.5%."""
+    """The power to show ``cost > -margin`` (points) with ``seeds`` pairs and ``items`` items, one-sided 2.5%;
+    where ``true_cost < -margin``, the power to show ``cost < -margin`` (the same test, turned round)."""
     if seeds < 3 or items < 2:
         raise ValueError(f"a design needs >= 3 seed pairs and >= 2 items, but got {seeds} and {items}")
     se = parts.se(seeds, items)
     df = seeds - 1
     critical = stats.t.ppf(0.975, df)
     if se == 0:
-        return DesignPower(seeds, items, se, 1.0 if true_cost + margin > 0 else 0.0)
-    value = float(stats.nct.sf(critical, df, (true_cost + margin) / se))
+        return DesignPower(seeds, items, se, 1.0 if true_cost + margin != 0 else 0.0)
+    value = float(stats.nct.sf(critical, df, abs(true_cost + margin) / se))
     return DesignPower(seeds, items, se, value)
 
 
