@@ -36,6 +36,19 @@ __all__ = [
     "verdict_words",
 ]
 
+METHODS = (
+    "Each depth is paired by seed (so by training subset) with full fine-tuning at its train size. A run "
+    "collapsed if ≥95% of its predictions on the validation half that chose its checkpoint are one class. "
+    "Excess collapse: of pairs with one run collapsed, b are the depth's; exact one-sided binomial test of b at "
+    "1/2. On the k pairs where neither collapsed, d is the per-item difference, in points, on the M scored "
+    "items (jackknife pseudo-values for MCC, correlation). The cost is the mean of d; its 95% interval: mean ± "
+    "t(df)·sqrt((MS_seed + MS_item − MS_res)/(kM)) from d's two-way ANOVA, Satterthwaite df, floored at MS_res. "
+    "Per train size, fixed sequences at one-sided 2.5%: excess collapse and cost beyond margin (upper bound "
+    "below −m), deep to shallow; cost within it (lower bound above −m), shallow to deep, stopping also at excess "
+    "collapse; each stops at its first depth not shown."
+)
+"""The Methods paragraph: enough to rebuild every bound from the export (``docs/recompute_decision.py`` does)."""
+
 FAMILY = (
     "each train size: a fixed sequence at one-sided 2.5% (within: shallow to deep; beyond, collapse: deep to shallow)"
 )

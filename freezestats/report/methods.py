@@ -116,12 +116,20 @@ def methods(inputs: ReportInputs) -> str:
         *_training_paragraphs(inputs),
         _dropout_paragraph(inputs),
         _metric_paragraph(inputs.analysis.settings),
+        _decision_paragraph(inputs),
         _answer_paragraph(inputs.analysis.settings),
         group_methods(spec),
         pair_encoding_methods(spec),
         _runs_paragraph(inputs),
     ]
     return "\n\n".join(part for part in paragraphs if part)
+
+
+def _decision_paragraph(inputs: ReportInputs) -> str | None:
+    """The decision's Methods (:data:`freezestats.analysis.decision.METHODS`), where the study has the table."""
+    from freezestats.analysis.decision import METHODS
+
+    return "**The decision.** " + METHODS if "decision" in inputs.analysis.tables else None
 
 
 def _task_phrase(inputs: ReportInputs, task: str) -> str:
