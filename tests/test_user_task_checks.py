@@ -31,6 +31,17 @@ def _files(train: pd.DataFrame, dev: pd.DataFrame | None = None, suffix: str = "
     return make
 
 
+def _with_pool(pool: pd.DataFrame) -> Callable[[Path], dict]:
+    """``rows(60)`` as train and ``pool`` as the task's pool file."""
+
+    def make(folder: Path) -> dict:
+        write(rows(60), folder / "train.csv")
+        write(pool, folder / "pool.csv")
+        return {"train": "train.csv", "pool": "pool.csv"}
+
+    return make
+
+
 def _raw(name: str, text: bytes) -> Callable[[Path], dict]:
     def make(folder: Path) -> dict:
         (folder / name).write_bytes(text)
@@ -105,6 +116,21 @@ CASES: dict[str, tuple[Callable[[Path], dict], dict, str]] = {
         "cannot be carved from train stratified by class: class(es) ['high'] have 1 row",
     ),
     "a task named like a packaged one": (_files(rows(60)), {"name": "cola"}, "'cola' is a packaged task's name"),
+    "a pool file sharing texts with train": (
+        _with_pool(pd.concat([rows(20, prefix="pool"), rows(60).iloc[[3, 8]]])),
+        {"evaluation": 12},
+        "shares 2 text(s) with the train file (pool rows 21, 22): a pool must hold items no run can train on",
+    ),
+    "a pool file with labels train lacks": (
+        _with_pool(rows(12, ("low", "mid", "high", "extreme"), "pool")),
+        {"evaluation": 10},
+        "pool (pool.csv) has labels ['extreme'] that train does not (3 rows: rows 4, 8, 12)",
+    ),
+    "a pool larger than the pool file": (
+        _with_pool(rows(12, prefix="pool")),
+        {"evaluation": 20},
+        "`evaluation.pool = 20` asks for more items than the 12 rows of task 'tickets''s pool file there are.",
+    ),
     "repeated ids": (
         _files(rows(60).assign(id="same")),
         {"id_column": "id"},
@@ -118,14 +144,31 @@ def test_bad_data_is_refused_in_one_line_and_nothing_is_written(
     case: str, tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     make, override, message = CASES[case]
-    sizes = override.pop("grid", [25])
+    sizes, pool = override.pop("grid", [25]), override.pop("evaluation", None)
     task = task_table(**{**make(tmp_path), **override})
-    spec = user_spec(tmp_path, tiny_model, task, grid={"train_sizes": sizes})
+    evaluation = {} if pool is None else {"evaluation": {"pool": pool}}
+    spec = user_spec(tmp_path, tiny_model, task, grid={"train_sizes": sizes}, **evaluation)
     db = tmp_path / "study.db"
     code = main(["run", "--study", str(spec), "--storage", f"sqlite:///{db}", "--no-progress"])
     err = capsys.readouterr().err.strip()
     override["grid"] = sizes  # parametrised cases are shared between runs
+    if pool is not None:
+        override["evaluation"] = pool
     assert code == 2, err
     assert message in err, err
     assert len(err.splitlines()) == 1, err
     assert not db.exists() and not (tmp_path / "study.db.artifacts").exists()
+
+
+def test_a_pool_file_is_the_pool_and_train_stays_whole(tmp_path: Path, tiny_model: Path) -> None:
+    from freezestats.runner import prepare_study
+    from freezestats.spec.study import load_spec
+
+    task = task_table(**_with_pool(rows(30, prefix="pool"))(tmp_path))
+    spec = load_spec(user_spec(tmp_path, tiny_model, task, evaluation={"pool": 15}))
+    prepared = prepare_study(spec)
+    pool = prepared.tasks["tickets"].pool
+    assert len(pool) == 15 and pool.population == "tickets pool file"
+    assert set(pool.items["text"]) <= set(rows(30, prefix="pool")["text"])
+    assert sorted(pool.items["label"].value_counts()) == [5, 5, 5]  # stratified over the three classes
+    assert prepared.pool_sizes["tickets"] == 60 - 12  # train less the carved validation rows, none for the pool

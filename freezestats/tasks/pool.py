@@ -9,6 +9,8 @@ it is taken out of train first, and the nested subsets draw from what is left. T
   sentence. The population the pool speaks of: SST-2 sentences outside training.
 * **Every other task.** A stratified sample of train rows (fixed seed), and every train row whose text equals a
   pool item's is dropped from train too. The population: the task's train distribution, outside training.
+* **A user's pool file** (``pool = "pool.csv"`` beside ``train``): a stratified sample of its rows; train is left
+  whole, since reading the file refused any pool text that is a train text.
 
 The pool's draw is fixed by the data alone (seed 0): every process, resume and worker reserves the same pool, and
 its identity (:meth:`EvaluationPool.identity`, a hash of its texts and labels) is stored with each run.
@@ -87,6 +89,10 @@ def spans_of(text: str, proper: bool = False) -> set[str]:
 def reserve_pool(data: TaskData, size: int) -> tuple[TaskData, EvaluationPool]:
     """``data`` with train cut to the rows that may train, and the pool of ``size`` items reserved from it."""
     task = data.task
+    if data.pool is not None:  # the user's pool file: never in train, checked when it was read
+        what = f"rows of task '{task.name}''s pool file"
+        chosen = _stratified(data.pool["label"].to_numpy(), size, task.is_regression, what)
+        return data, EvaluationPool(data.pool.iloc[chosen].reset_index(drop=True), f"{task.name} pool file")
     if task.name == "sst2" and data.origin is None:
         keep, pool_rows = _sst2_split(data.train, size)
         population = "SST-2 sentences outside training"

@@ -27,7 +27,7 @@ from freezestats.exceptions import DataError
 
 __all__ = ["FORMATS", "SPLITS", "DataSource", "RawSplit", "read_file_split", "sha256_file"]
 
-SPLITS = ("train", "validation", "test")
+SPLITS = ("train", "validation", "test", "pool")
 """The splits a user task may have: train (required), validation (else carved from train), test (kept aside)."""
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 """File suffix -> format; a ``format`` key in the task overrides it."""

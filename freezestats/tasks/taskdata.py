@@ -53,6 +53,8 @@ class TaskData:
     validation: pd.DataFrame
     source: str
     origin: DataOrigin | None = None
+    pool: pd.DataFrame | None = None
+    """A user task's own evaluation pool (its ``pool`` file, checked against train), else None."""
 
     @property
     def train_labels(self) -> np.ndarray:

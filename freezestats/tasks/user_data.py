@@ -71,6 +71,10 @@ def load_user_data(task: TaskConfig, carve: np.ndarray | None = None) -> TaskDat
         codes["validation"] = codes["train"][carved]
         splits["train"], codes["train"] = _take(train, keep, train.where), codes["train"][keep]
     frames = {name: _frame(splits[name], codes[name]) for name in ("train", "validation")}
+    pool = None
+    if "pool" in splits:
+        _check_pool(task, splits["pool"], train)
+        pool = _frame(splits["pool"], codes["pool"])
     duplicates = _duplicates(task, splits["train"].texts, splits["validation"].texts)
     origin = DataOrigin(
         train_ids=splits["train"].ids,
@@ -81,7 +85,7 @@ def load_user_data(task: TaskConfig, carve: np.ndarray | None = None) -> TaskDat
         n_test=len(splits["test"].ids) if "test" in splits else None,
         duplicates=duplicates,
     )
-    return TaskData(full, frames["train"], frames["validation"], f"user:{task.source.describe()}", origin)
+    return TaskData(full, frames["train"], frames["validation"], f"user:{task.source.describe()}", origin, pool)
 
 
 def _read(task: TaskConfig) -> dict[str, RawSplit]:
@@ -89,7 +93,9 @@ def _read(task: TaskConfig) -> dict[str, RawSplit]:
     assert source is not None
     if source.kind == "files":
         return {
-            split: read_file_split(source, split) for split in ("train", "validation", "test") if split in source.files
+            split: read_file_split(source, split)
+            for split in ("train", "validation", "test", "pool")
+            if split in source.files
         }
     from freezestats.tasks.hf_sources import read_dataset_splits
 
@@ -254,6 +260,19 @@ def _carve(task: TaskConfig, train_codes: np.ndarray, stored: np.ndarray | None)
     return carve_validation(
         train_codes, task.is_regression, source.validation_fraction, source.carve_seed, task.label_names
     )
+
+
+def _check_pool(task: TaskConfig, pool: _Split, train: _Split) -> None:
+    """A pool file must be items no run can train on: none of its texts may be a text of the train file."""
+    columns = list(task.text_columns)
+    seen = set(train.texts[columns].itertuples(index=False, name=None))
+    shared = np.array([row in seen for row in pool.texts[columns].itertuples(index=False, name=None)])
+    if shared.any():
+        rows = np.arange(1, len(shared) + 1)[shared]
+        raise DataError(
+            f"The {pool.where} shares {int(shared.sum())} text(s) with the train file (pool {_rows(rows)}): a "
+            "pool must hold items no run can train on; drop them from one of the files."
+        )
 
 
 def _take(split: _Split, rows: np.ndarray, where: str) -> _Split:
