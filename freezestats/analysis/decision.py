@@ -128,6 +128,7 @@ def _tidy(task: TaskDecision, size: SizeDecision, row: DepthRow) -> dict[str, ob
         "cost": c.estimate if c else np.nan, "ci_low": c.ci_low if c else np.nan,
         "ci_high": c.ci_high if c else np.nan, "df": c.df if c else np.nan,
         "sd_seed": np.sqrt(c.parts.seed) if c else np.nan, "sd_item": np.sqrt(c.parts.item) if c else np.nan,
+        "sd_res": np.sqrt(c.parts.residual) if c else np.nan,
         "excess_collapse_p": e.excess_p, "margin": task.margin, "verdict": row.verdict.verdict.value,
         "decided": row.verdict.decided, "reached": row.verdict.reached,
         "seeds_needed": need.seeds if need else np.nan,
