@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from freezestats import __version__
@@ -63,11 +64,24 @@ class _Init(_Command):
         for line in describe_data(result.data):
             print(f"  {line}")
         storage = f"sqlite:///{result.name}.db"
+        _init_plan_warnings(Path(args.output))
         print("Next:")
+        print(f"  freezestats plan {args.output}   # the seeds and pool items each depth needs to decide")
         print(f"  freezestats validate {args.output} --list-cells")
         print(f"  freezestats run --study {args.output} --storage {storage}")
         print(f"  freezestats report --storage {storage} -o {result.name}-report/")
         return 0
+
+
+def _init_plan_warnings(spec_path: Path) -> None:
+    """The plan's warnings for a spec ``init`` wrote (its pool is the scored items), one line each."""
+    from freezestats.analysis.spec_plan import plan_spec, plan_warnings
+    from freezestats.spec.study import load_spec
+
+    spec = load_spec(spec_path)
+    if spec.evaluation is not None:
+        for line in plan_warnings(plan_spec(spec, {task: spec.evaluation.pool for task in spec.tasks})):
+            print(f"  {line}")
 
 
 class _Validate(_Command):
