@@ -54,15 +54,7 @@ def test_sst2_pool_sentences_never_train_on_the_real_data(full_glue_dir: Path) -
 def test_a_pool_is_reserved_before_the_subsets_and_scored_once_per_run(
     tmp_path: Path, tiny_model: Path, glue_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = write_spec(
-        tmp_path,
-        simple_spec(
-            model=str(tiny_model),
-            tasks=["cola"],
-            grid={"frozen_layers": [0, 2], "train_sizes": [32, 64], "seeds": [1, 2], "subsets": "per_seed"},
-            evaluation={"pool": 120},
-        ),
-    )
+    spec = write_spec(tmp_path, _spec_dict(tiny_model))
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     args = ["run", "--study", str(spec), "--storage", storage, "--data-dir", str(glue_dir), "--no-progress"]
     assert main(args) == 0
