@@ -79,6 +79,7 @@ def test_real_study_report_files(real_report: Path) -> None:
     page_one = qmd.split("## The decision")[1].split("## The answer")[0]
     costs = pd.read_parquet(real_report / "analysis" / "decision.parquet")
     assert len(costs) >= 1 and "sst2-cost-figure.svg" in figures and "#fig-sst2-cost-figure" in page_one
+    assert "sst2-price-figure.svg" in figures and "#fig-sst2-price-figure" in page_one
     for row in costs.itertuples():
         shown = "–" if pd.isna(row.cost) else f"{row.cost:+.2f} [{row.ci_low:+.2f}, {row.ci_high:+.2f}]"
         assert f"| {shown} |" in page_one, row

@@ -18,7 +18,7 @@ from freezestats.report import figures as F
 from freezestats.report.figures import frozen_label
 from freezestats.report.inputs import ReportInputs
 
-__all__ = ["cost_decision_section", "decision_figure"]
+__all__ = ["cost_decision_section", "decision_figure", "price_figure"]
 
 
 def _shown(table: pd.DataFrame) -> pd.DataFrame:
@@ -72,6 +72,27 @@ def decision_figure(table: pd.DataFrame) -> Any:
     return fig
 
 
+def price_figure(table: pd.DataFrame) -> Any:
+    """Per train size, each depth's cost when both train against the run time it saves, labelled by depth."""
+    plt = F._plt()
+    sizes = sorted(table["train_size"].unique())
+    fig, axes = plt.subplots(1, len(sizes), figsize=(F.WIDTH, 2.6), sharey=True, squeeze=False)
+    for ax, size in zip(axes[0], sizes, strict=True):
+        rows = table[(table["train_size"] == size) & table["cost"].notna()]
+        saved = 100 * (1 - rows["seconds"] / rows["full_seconds"])
+        ax.errorbar(saved, rows["cost"], yerr=[rows["cost"] - rows["ci_low"], rows["ci_high"] - rows["cost"]],
+                    fmt="o", ms=3, color="#333333", capsize=2)  # fmt: skip
+        for x, y, depth in zip(saved, rows["cost"], rows["frozen_layers"], strict=True):
+            ax.annotate(frozen_label(depth), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        ax.axhline(0, color="#999999", lw=0.8)
+        ax.axhline(-float(table["margin"].iloc[0]), color="#b2182b", lw=0.8, ls="--")
+        ax.set_title(f"n = {size}", fontsize=9)
+        ax.set_xlabel("run time saved (%)")
+    axes[0][0].set_ylabel("cost when both train (points)")
+    fig.tight_layout()
+    return fig
+
+
 def cost_decision_section(inputs: ReportInputs, w: Any) -> str:
     """The decision table per task, a sentence per task, and the decision figure."""
     decision = inputs.analysis.tables.get("decision")
@@ -93,4 +114,7 @@ def cost_decision_section(inputs: ReportInputs, w: Any) -> str:
         caption = (f"{task}: each depth's cost interval per train size; dashed: the margin. Green: within the "
                    "margin; red: shown to cost more or collapse more; grey: not known.")  # fmt: skip
         parts.append(w.figure(decision_figure(table), f"{task}-cost-figure", caption))
+        caption = (f"{task}: what freezing saves against what it costs. Each depth's mean run time saved against "
+                   "full fine-tuning's (same size) and its cost interval; labels: frozen layers.")  # fmt: skip
+        parts.append(w.figure(price_figure(table), f"{task}-price-figure", caption))
     return "\n\n".join(parts)
