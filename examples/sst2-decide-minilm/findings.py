@@ -23,7 +23,7 @@ from freezestats.stats.decision.plan import power
 HERE = Path(__file__).resolve().parent
 BLOG = HERE.parent / "blog2020-minilm"
 sys.path.insert(0, str(HERE.parent))
-from readme_findings import main, table_head, table_row  # noqa: E402
+from readme_findings import main, readme_section, table_head, table_row  # noqa: E402, F401
 
 MARGIN = 1.0
 POPULATION = "SST-2 sentences outside training"
