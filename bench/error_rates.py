@@ -31,7 +31,7 @@ import pandas as pd
 
 from freezestats.stats import fit_mixed
 from freezestats.stats.inference.noninferiority import fixed_sequence, noninferiority_sequence
-from freezestats.stats.lee.operating_point import lee_ratio_tests
+from freezestats.stats.relative_quality.operating_point import lee_ratio_tests
 
 FROZEN = (0, 2, 4, 6)
 SIZES = (200, 1000)

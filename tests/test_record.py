@@ -12,7 +12,7 @@ from freezestats.results.export import RESULT_COLUMNS
 from freezestats.results.record import EXPORT_COLUMNS, TrialRecord
 from freezestats.study.cells import Cell
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 
 
 def _readme_columns() -> list[str]:

@@ -82,7 +82,7 @@ class TaskAnalysis:
         from freezestats.stats.failures.rates import failure_rates
         from freezestats.stats.failures.trend import failure_model
         from freezestats.stats.inference.paired import paired_contrasts
-        from freezestats.stats.lee.operating_point import operating_point, relative_scores
+        from freezestats.stats.relative_quality.operating_point import operating_point, relative_scores
 
         response, reference, n_boot = self.options.response, self.options.reference, self.options.n_boot
         self.attempt("cell_summary", task, lambda: cell_summary(runs, response))

@@ -29,19 +29,20 @@ from freezestats.stats.failures.trend import failure_model
 from freezestats.stats.inference.answer import noninferiority_answer
 from freezestats.stats.inference.emm import contrasts_vs_reference, estimated_marginal_means
 from freezestats.stats.inference.equivalence import equivalence_tests
+from freezestats.stats.inference.interaction import interaction_test
 from freezestats.stats.inference.noninferiority import default_margin, noninferiority_sequence, reference_beats_baseline
 from freezestats.stats.inference.paired import paired_contrasts
 from freezestats.stats.inference.power import power_by_simulation, seeds_for_power
 from freezestats.stats.inference.task_family import task_noninferiority
 from freezestats.stats.inference.task_power import seeds_needed, task_power
 from freezestats.stats.items.task_level import task_level_contrasts
-from freezestats.stats.lee.operating_point import operating_point, relative_scores
-from freezestats.stats.lee.ratio_tests import lee_ratio_tests
 from freezestats.stats.models.glmm import GlmmFit, fit_glmm
 from freezestats.stats.models.glmm_accuracy import marginal_accuracy
-from freezestats.stats.models.mixed import fit_mixed, interaction_test
+from freezestats.stats.models.mixed import fit_mixed
 from freezestats.stats.models.mixed_fit import MixedFit
 from freezestats.stats.models.ols import OlsFit, fit_ols
+from freezestats.stats.relative_quality.operating_point import operating_point, relative_scores
+from freezestats.stats.relative_quality.ratio_tests import lee_ratio_tests
 from freezestats.stats.sequential import SequentialPlan, next_seeds, replay, replay_summary, sequential_decisions
 from freezestats.stats.simulation.results import simulate_results, true_cell_means
 

@@ -2,7 +2,7 @@
 
 Several tests walk the frozen depths in the same fixed sequence, shallow to deep, stopping at the first depth not
 shown: non-inferiority (:mod:`freezestats.stats.inference.noninferiority`), Lee et al.'s ratio
-(:mod:`freezestats.stats.lee.ratio_tests`) and the item-uncertainty version
+(:mod:`freezestats.stats.relative_quality.ratio_tests`) and the item-uncertainty version
 (:mod:`freezestats.stats.items.uncertainty`); the
 sentences of :mod:`freezestats.stats.inference.answer` read the non-inferiority tables back. They must agree on what
 "shallower" means, on when a sequence stops and on the tables' columns, so those live here once, in a module

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from freezestats.stats.design.model_frame import RESPONSES, FitDiagnostics, FixedEffectsFit
 from freezestats.stats.models.glmm import GlmmFit, fit_glmm
-from freezestats.stats.models.mixed import fit_mixed, interaction_test
+from freezestats.stats.models.mixed import fit_mixed
 from freezestats.stats.models.mixed_fit import MixedFit
 from freezestats.stats.models.ols import OlsFit, fit_ols
 
@@ -38,5 +38,4 @@ __all__ = [
     "fit_glmm",
     "fit_mixed",
     "fit_ols",
-    "interaction_test",
 ]

@@ -3,7 +3,7 @@ r"""Lee, Tang & Lin's "keeps 90% of the quality" as a test on a fitted model, wi
 :func:`lee_ratio_tests` asks, depth by depth in fixed sequence shallow to deep, whether
 :math:`\mu_k - b \ge r\,(\mu_0 - b)` is shown (``b`` a baseline the quality is measured above, 0 by default):
 the claim of Lee et al. (2019) stated as a one-sided test rather than read off a bootstrap curve
-(:func:`freezestats.stats.lee.operating_point.operating_point`, the secondary display).
+(:func:`freezestats.stats.relative_quality.operating_point.operating_point`, the secondary display).
 """
 
 from __future__ import annotations

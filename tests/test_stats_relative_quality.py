@@ -1,6 +1,5 @@
-"""Tests of freezestats.stats.lee.operating_point on hand-made tables whose operating points are known, and of the
-ratio test on
-hand-made fits whose contrasts are known exactly (Fieller limits checked against a brute-force inversion)."""
+"""Tests of freezestats.stats.relative_quality.operating_point on hand-made tables whose operating points are
+known, and of the ratio test on hand-made fits whose contrasts are known exactly (Fieller limits checked against a brute-force inversion)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from test_stats_noninferiority import CellFit
 
 from freezestats.exceptions import ModelFitError
 from freezestats.stats import contrasts_vs_reference, fit_mixed, simulate_results
-from freezestats.stats.lee.operating_point import lee_ratio_tests, operating_point, relative_scores
+from freezestats.stats.relative_quality.operating_point import lee_ratio_tests, operating_point, relative_scores
 
 DEPTHS = (-1, 0, 1, 2, 3, 4)  # a 4-layer model
 # Mean score per depth; full model (0) at 0.80. At 90%: 1 -> 0.975, 2 -> 0.9125 (reaches), 3 -> 0.875 (misses).

@@ -1,13 +1,13 @@
-"""The replicate bootstrap behind :mod:`freezestats.stats.lee.operating_point`: cell means resampled by seed and
+"""The replicate bootstrap behind :mod:`.operating_point`: cell means resampled by seed and
 subset draw.
 
-:func:`~freezestats.stats.lee.operating_point.relative_scores` and
-:func:`~freezestats.stats.lee.operating_point.operating_point` share one
+:func:`~.operating_point.relative_scores` and
+:func:`~freezestats.stats.relative_quality.operating_point.operating_point` share one
 computation: validate the table, average every (train_size, frozen_layers) cell, and redraw those means over
 resampled replicates with all their runs in every cell at once (why replicates and not runs is argued in
-:func:`~freezestats.stats.lee.operating_point.relative_scores`). What each function then reads off the draws differs
+:func:`~.operating_point.relative_scores`). What each function then reads off the draws differs
 (ratios and differences, or the fewest trainable layers that reach a threshold); the resampling and its input checks
-do not, and they are a job of their own, kept here so that :mod:`freezestats.stats.lee.operating_point` holds the two
+do not, and they are a job of their own, kept here so that :mod:`.operating_point` holds the two
 statistics and their documentation.
 """
 

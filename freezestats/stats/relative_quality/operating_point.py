@@ -6,7 +6,7 @@ and conclude that fine-tuning only the top quarter of BERT's layers keeps about 
 :func:`relative_scores` computes the relative quality of every cell, and :func:`operating_point` the
 fewest trainable layers that reach a given fraction of the full quality, both with bootstrap
 intervals that resample *replicates* (seed and subset draw) rather than single runs.
-:func:`lee_ratio_tests` (:mod:`freezestats.stats.lee.ratio_tests`) asks the 90% question as a test on a fitted
+:func:`lee_ratio_tests` (:mod:`.ratio_tests`) asks the 90% question as a test on a fitted
 model: is :math:`\mu_k \ge 0.9\,\mu_0` shown, depth by depth in fixed sequence, with a Fieller interval for the
 ratio. That test is the primary answer; the bootstrap operating point is a secondary display.
 """
@@ -22,8 +22,8 @@ import pandas as pd
 from freezestats.exceptions import ModelFitError
 from freezestats.stats.design.checks import REPLICATE, check_confidence
 from freezestats.stats.inference.sequence import depth_rank
-from freezestats.stats.lee.bootstrap import _bootstrap, _percentiles
-from freezestats.stats.lee.ratio_tests import lee_ratio_tests
+from freezestats.stats.relative_quality.bootstrap import _bootstrap, _percentiles
+from freezestats.stats.relative_quality.ratio_tests import lee_ratio_tests
 
 __all__ = ["lee_ratio_tests", "operating_point", "relative_scores"]  # lee_ratio_tests: stats.lee_tests
 
