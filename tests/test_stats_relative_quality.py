@@ -1,5 +1,6 @@
 """Tests of freezestats.stats.relative_quality.operating_point on hand-made tables whose operating points are
-known, and of the ratio test on hand-made fits whose contrasts are known exactly (Fieller limits checked against a brute-force inversion)."""
+known, and of the ratio test on hand-made fits whose contrasts are known exactly (Fieller limits checked against a
+brute-force inversion)."""
 
 from __future__ import annotations
 

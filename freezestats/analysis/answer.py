@@ -35,7 +35,7 @@ def answer_contrasts(result: Analysis, runs: pd.DataFrame, task: str, response: 
     Where some cell mixes healthy runs with failed runs far below them (:func:`failures_within_cells`), its
     scores are a healthy spread plus far outliers that no normal model of the cell covers: in scenario b of
     ``bench/coverage.py`` (5% of runs collapse) the per-size model's intervals covered 0.77-0.86 for several
-    contrasts, the two-part contrasts at least 0.90 (README, *Coverage*). Where no cell does, the per-size model
+    contrasts, the two-part contrasts at least 0.90 (docs/analysis.md). Where no cell does, the per-size model
     is the one that holds (scenario a) and has the more degrees of freedom. ``settings["answer_from"]`` records
     the choice per task.
     """

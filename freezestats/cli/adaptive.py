@@ -40,7 +40,7 @@ def check_adaptive_flags(args: argparse.Namespace, spec: StudySpec) -> bool:
     anything is written."""
     if args.adaptive and spec.adaptive is None:
         raise SpecError(
-            f"`--adaptive` needs an [adaptive] table in the spec (margin = ..., see README), {spec.source}."
+            f"`--adaptive` needs an [adaptive] table in the spec (margin = ..., see docs/reference.md), {spec.source}."
         )
     if spec.adaptive is not None and args.extend:
         raise SpecError("`--extend` is not supported for an adaptive study: its seeds are the round loop's to add.")

@@ -66,7 +66,7 @@ def model_assumptions(settings: dict[str, Any]) -> str:
     """What the fitted model assumes, why, and how it was checked: the opening of the Model section."""
     model = settings.get("model")
     if model != "mixed":
-        return f"The `{model}` model was fitted (see the README for its assumptions)."
+        return f"The `{model}` model was fitted (see docs/analysis.md for its assumptions)."
     variance = settings.get("variance") or "per_size"
     two_part = sorted(task for task, source in (settings.get("answer_from") or {}).items() if source == "two_part")
     answer = (
@@ -75,7 +75,7 @@ def model_assumptions(settings: dict[str, Any]) -> str:
         "the expected score (1 − P(fail)) × healthy mean + P(fail) × failed mean, with the healthy "
         "runs' mixed model (a variance per cell) and P(fail) from a binomial GLMM that pools levels, sizes and "
         "cells. In simulated blog-shaped studies their 95% intervals covered 0.93–1.00 per contrast "
-        "(`bench/coverage.py`; README, *Coverage*)."
+        "(`bench/coverage.py`; docs/analysis.md, *Coverage*)."
         if two_part
         else ""
     )

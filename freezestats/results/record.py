@@ -1,9 +1,9 @@
 """The record of one trial: the columns ``freezestats export`` writes, and what the runner stores to fill them.
 
-Before this type the runner's record dict, the export's column list and the README's column table had to
+Before this type the runner's record dict, the export's column list and the docs' column table had to
 agree by hand. Now :class:`TrialRecord` is the one definition: its exported fields, in declaration order,
 *are* the export's columns (:data:`EXPORT_COLUMNS`, which :data:`freezestats.results.export.RESULT_COLUMNS` is),
-the runner builds one per finished cell and stores :meth:`TrialRecord.attrs`, and a test holds the README
+the runner builds one per finished cell and stores :meth:`TrialRecord.attrs`, and a test holds docs/reference.md
 table to the same list. The column order is a contract with the statistics: add fields, never reorder.
 
 Each field says where its value comes from (``source``):
@@ -36,7 +36,7 @@ _KEPT = {"source": RUN, "export": False}  # stored with the trial by the runner,
 class TrialRecord:
     """One finished trial: its results-table row (``export`` fields, in column order) and what else it keeps.
 
-    The README's "What every trial records" table describes every exported field.
+    The "What every trial records" table of docs/reference.md describes every exported field.
     """
 
     study: str | None = field(default=None, metadata=_TRIAL_COLUMN)
