@@ -66,6 +66,33 @@ def findings_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_line() -> str:
+    """The main README's first finding: this example's answer in one sentence (a test compares the two)."""
+    table = decision_table()
+    parts = []
+    for size, rows in table.groupby("train_size"):
+        within = rows[rows["verdict"] == "within the margin"].sort_values("frozen_layers")
+        beyond = rows[rows["verdict"] == "costs more than the margin"].sort_values("frozen_layers")
+        said = []
+        if not within.empty:
+            r = within.iloc[-1]
+            said.append(f"freezing up to {_depth_words(r['frozen_layers'])} costs less than 1 point when training "
+                        f"works ({r['cost']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}])")  # fmt: skip
+        if not beyond.empty:
+            said.append(f"freezing {_depth_words(beyond.iloc[0]['frozen_layers'])} or more costs more than 1 point")
+        parts.append(f"at n = {size}, " + (" and ".join(said) if said else "no depth is decided"))
+    return (
+        "- [`examples/sst2-decide-minilm/`](examples/sst2-decide-minilm/) (freezestats' own design: MiniLM-L6 on "
+        "SST-2, 10 seeds with their own subsets, scored on 5,000 sentences outside training): "
+        + "; ".join(parts)
+        + f"; {int(table['decided'].sum())} of {len(table)} depth x size cells decided."
+    )
+
+
+def _depth_words(depth: int) -> str:
+    return "the embeddings" if depth == -1 else f"{depth} layer{'s' if depth != 1 else ''}"
+
+
 def _what_ran(runs: pd.DataFrame) -> list[str]:
     cells = runs.groupby(["train_size", "frozen_layers"]).size()
     hours = runs["wall_seconds"].sum() / 3600
