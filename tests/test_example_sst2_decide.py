@@ -56,3 +56,9 @@ def test_the_database_gives_the_export_and_the_plan_reads_it() -> None:
         assert shown.replace("+", "") in readme.replace("+", ""), shown
         seeds = row.at_study_items.seeds if row.at_study_items else ">200"
         assert re.search(rf"\| {seeds} / ", readme.split(f"| frozen {row.depth} |")[1].split("\n")[0])
+
+
+def test_the_main_readme_opens_its_findings_with_this_example() -> None:
+    readme = (EXAMPLE.parents[1] / "README.md").read_text(encoding="utf-8")
+    first = readme.split("## What it found on real data", 1)[1].strip().splitlines()[0]
+    assert first == _findings().readme_line()

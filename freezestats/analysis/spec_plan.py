@@ -106,6 +106,13 @@ def plan_warnings(plan: list[PlannedDepth], target: float = 0.8) -> list[str]:
         if few:
             lines.append(f"warning: {task}: {few[0].seeds} seed(s) give no cost interval; the answer needs at least 3.")
             continue
+        hopeless = [r for r in plan if r.task == task and r.items_needed is None]
+        if hopeless:
+            r = hopeless[0]
+            need = f"{r.needs.seeds if r.needs else 'more than 200'} seeds at {r.items:,} items"
+            lines.append(f"warning: {task}: with {r.seeds} seeds no pool size gives {target:.0%} power at n = "
+                         f"{r.train_size}, frozen {r.depth}; the plan needs {need}.")  # fmt: skip
+            continue
         short = [r for r in plan if r.task == task and r.items_needed is not None and r.items_needed > r.items]
         if short:
             worst = max(short, key=lambda r: r.items_needed or 0)

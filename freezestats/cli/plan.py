@@ -81,6 +81,11 @@ def spec_plan_lines(prepared: object, margin: float = 1.0, target: float = 0.8) 
         lines.append(f"  {'n':>5} {'depth':>5} {'prior':<26} {'SD seed [80% up]':>16} {'power':>5} "
                      f"{'seeds needed [SD up]':>20} {'items needed':>12} {'run s':>6}")  # fmt: skip
         lines.extend("  " + _spec_row(row) for row in plan if row.task == task)
+    training = spec.training
+    looks = int(training.epochs / training.eval_every_epochs)
+    lines.append(f"Evaluation schedule: every {training.eval_every_epochs:g} epoch(s), {looks} looks a run on the "
+                 "validation set (each choosing the checkpoint), then the pool once; fewer looks shorten small-n "
+                 "runs most.")  # fmt: skip
     runs = prepared.n_cells()  # type: ignore[attr-defined]
     hours = sum(r.run_seconds for r in plan) * len(spec.grid.seeds) / 3600
     lines.append(f"{runs} runs; the frozen depths' runs take about {hours:.1f} CPU hours at the prior's speed "
