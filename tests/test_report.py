@@ -75,6 +75,8 @@ def test_real_study_report_files(real_report: Path) -> None:
     figures = sorted(p.name for p in (real_report / "figures").glob("*.svg"))
     for name in ("sst2-runs", "sst2-emm-heatmap", "sst2-interaction", "sst2-forest", "sst2-relative", "sst2-compute"):
         assert f"{name}.svg" in figures and f"#fig-{name}" in qmd, name
+    # Relative quality is labelled as what is plotted: a plain ratio to full fine-tuning, not a 0 = baseline scale.
+    assert "0 = majority baseline" not in qmd and "ratio of a depth's mean score to full fine-tuning's" in qmd
     # Page 1 is the decision: the cost when both runs train per size and depth, as the analysis's table has it.
     page_one = qmd.split("## The decision")[1].split("## The answer")[0]
     costs = pd.read_parquet(real_report / "analysis" / "decision.parquet")

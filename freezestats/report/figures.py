@@ -311,7 +311,7 @@ def lee_figure(relative: pd.DataFrame, operating: pd.DataFrame, threshold: float
     ax.axhline(threshold, color="#7f7f7f", ls="--", lw=1, label=f"{threshold:.0%} of full")
     ax.axhline(1.0, color="black", lw=0.6)
     ax.set_xlabel("trainable encoder layers")
-    ax.set_ylabel("relative quality")
+    ax.set_ylabel("mean score ÷ full fine-tuning's")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     return fig

@@ -61,8 +61,10 @@ def lee_section(inputs: ReportInputs, w: Writer) -> str:
             w.figure(
                 F.lee_figure(relative, operating, threshold),
                 f"{task}-relative",
-                f"{task}: quality relative to full fine-tuning (0 = majority baseline, 1 = full) against trainable "
-                f"encoder layers, bootstrap 95% intervals over seeds; stars: fewest layers reaching {threshold:.0%}.",
+                f"{task}: relative quality, Lee et al.'s ratio of a depth's mean score to full fine-tuning's (1 = "
+                "full; 0 is a score of 0, not the majority baseline, so a depth at the baseline can sit well above 0) "
+                f"against trainable encoder layers, bootstrap 95% intervals over seeds; stars: fewest layers reaching "
+                f"{threshold:.0%}.",
             ),
             w.table(
                 present(
