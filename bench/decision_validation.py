@@ -26,6 +26,7 @@ import argparse
 import platform
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
@@ -180,13 +181,22 @@ def plan_check(sc: Scenario, seeds: int, items: int, studies: int) -> None:
           f"{100 * (result['own'][0] - promised):+.1f} points)")  # fmt: skip
 
 
+def _cpu() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--studies", type=int, default=1000)
     parser.add_argument("--plan-studies", type=int, default=2000)
     args = parser.parse_args()
     start = time.time()
-    print(f"# decision_validation: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
+    print(f"# decision_validation: {_cpu()}, numpy {np.__version__}, "
           f"{args.studies} studies per row; margin {MARGIN} point; alpha 0.025 one-sided per sequence")  # fmt: skip
     plan_check(SCENARIOS[0], 10, 5000, args.plan_studies)
     plan_check(SCENARIOS[1], 10, 5000, args.plan_studies)
