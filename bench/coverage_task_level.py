@@ -55,10 +55,9 @@ when both ran as many (study i draws rng=i). ``--sd-grid`` replaces the level x 
 integrate over (:data:`~freezestats.stats.failures.sd_integration.SD_GRID`) in every process, to see whether
 another grid keeps n = 100 in the band and brings the conservative shallow cells into it (a grid down to 0.05
 did not: ``bench/results/coverage_task_level_grid005_paired.txt``); it is recorded, and a run on another grid is
-not merged with the analysis's. ``--level-sd-prior``, ``--cell-prior-scale``, ``--size-order``, ``--whole-out``,
-``--seed-paired``, ``--seeds-decide``, ``--intercept-scale`` and ``--level-sd`` switch the analysis's other
-options of the failure part in every process (:class:`Experiment`, one row each of ``SWITCHES`` in
-``coverage_task_level_record.py``; each recorded, and runs that differ in one are not merged).
+not merged with the analysis's. ``--cell-prior-scale`` and ``--level-sd`` change the failure part's other
+constants in every process (:class:`Experiment`, one row each of ``SWITCHES`` in ``coverage_task_level_record.py``;
+each recorded, and runs that differ in one are not merged).
 """
 
 from __future__ import annotations
@@ -258,15 +257,8 @@ def parse_sd_grid(text: str) -> tuple[float, ...]:
     return grid
 
 
-def yes_no(text: str) -> bool:
-    """A yes/no switch; a one-line error otherwise."""
-    if text not in ("yes", "no"):
-        raise argparse.ArgumentTypeError(f"must be yes or no, got {text!r}")
-    return text == "yes"
-
-
 def parse_scale(text: str) -> float:
-    """A prior scale or SD (``--cell-prior-scale``, ``--intercept-scale``, ``--level-sd``): a positive number;
+    """A prior scale or SD (``--cell-prior-scale``, ``--level-sd``): a positive number;
     argparse names the flag in its one-line error otherwise."""
     try:
         scale = float(text)
@@ -359,7 +351,7 @@ def main() -> None:
     parser.add_argument("--seed-shared-collapse", action="store_true", help=shared)
     factors = "depth=factor pairs: these depths' collapse rates at that factor of the reference's (=-1=2.2,1=2.2)"
     parser.add_argument("--depth-collapse", type=parse_depth_collapse, help=factors)
-    readers = {"yes/no": yes_no, "grid": parse_sd_grid, "scale": parse_scale}
+    readers = {"grid": parse_sd_grid, "scale": parse_scale}
     for name, switch in saved.SWITCHES.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=readers[switch.parse], help=f"{switch.help}; default the analysis's")

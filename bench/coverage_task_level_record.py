@@ -68,7 +68,7 @@ class Switch(NamedTuple):
     and not five edits (the bench's class, its ``apply`` and ``settings``, the merge check, the argument parser)."""
 
     home: str  # "module:ATTRIBUTE", the module-level setting every process of the bench sets
-    parse: str  # "yes/no", "grid" or "scale": how ``--flag`` is read
+    parse: str  # "grid" or "scale": how ``--flag`` is read
     default: object  # what a record without it ran with (older records predate the switch); None: the analysis's
     label: str  # the record header's words where the run changed it ({} is the value)
     help: str
@@ -78,29 +78,11 @@ class Switch(NamedTuple):
 SWITCHES: dict[str, Switch] = {
     "sd_grid": Switch("freezestats.stats.failures.sd_integration:SD_GRID", "grid", None, "SD grid {}",
                       "an experiment: the level x size SDs the joint draws integrate over, e.g. 0.1,0.25,0.5,1,2,3"),
-    "level_sd_prior": Switch("freezestats.stats.items.task_two_part:PAIR_LEVEL_SD_PRIOR", "yes/no", False,
-                             "level SD integrated out",
-                             "the joint draws integrate the pair's level SD out (yes) or take it as given (no)"),
-    "size_order": Switch("freezestats.stats.items.task_two_part:PAIR_SIZE_ORDER", "yes/no", False,
-                         "rates ordered in size",
-                         "the joint draws' rates projected onto rates not rising with size (yes) or not"),
-    "whole_out": Switch("freezestats.stats.items.task_two_part:PAIR_WHOLE_OUT", "yes/no", False,
-                        "a depth entering whole left out of the rates",
-                        "the pair's failure rates leave out the depth's runs where it enters whole (yes) or not"),
-    "seed_paired": Switch("freezestats.stats.items.task_two_part:PAIR_SEED_SHARED", "yes/no", False,
-                          "runs paired by seed in the failure rates",
-                          "the joint draws pair the depth's and the reference's runs by seed (yes) or not"),
-    "seeds_decide": Switch("freezestats.stats.failures.seed_pairs:SEEDS_DECIDE", "yes/no", False,
-                           "the seed SD reaching the limit where the seed decides",
-                           "with --seed-paired yes: the seed SD's grid reaches infinity, half-Cauchy prior (yes)"),
     "level_sd": Switch("freezestats.stats.items.task_two_part:PAIR_LEVEL_SD", "scale", 2.5, "pair level SD {}",
                        "an experiment: the SD of the depth's and the reference's effects in the pair's failure model"),
     "cell_prior_scale": Switch("freezestats.stats.failures.sd_integration:PRIOR_SCALE", "scale", 1.0,
                                "cell SD prior scale {}",
                                "an experiment: the half-normal prior scale of the level x size SD"),
-    "intercept_scale": Switch("freezestats.stats.items.task_two_part:PAIR_INTERCEPT_SCALE", "scale", None,
-                              "intercept prior scale {}",
-                              "the joint draws give the pair's intercept a normal prior of this scale (default flat)"),
 }  # fmt: skip
 #: the settings chunks must share to be merged into one record
 SETTINGS = ("seeds", "margin", "collapse_scale", "seed_shared_collapse", "depth_collapse", "failure_rates", *SWITCHES)

@@ -250,13 +250,12 @@ def test_the_bench_runs_its_code_path_on_small_studies_and_merges_chunks_exactly
         bench.combine([first, {**second, "sd_grid": [0.1, 0.25]}], [first_rows, second_rows])
     with pytest.raises(SystemExit, match="depth_collapse"):  # a scenario with other collapse factors is another
         bench.combine([first, {**second, "depth_collapse": {"-1": 2.2}}], [first_rows, second_rows])
-    for option in ("level_sd_prior", "size_order", "whole_out"):
+    for option, other in (("cell_prior_scale", 0.5), ("level_sd", 1.0)):
         with pytest.raises(SystemExit, match=option):
-            bench.combine([first, {**second, option: not first[option]}], [first_rows, second_rows])
+            bench.combine([first, {**second, option: other}], [first_rows, second_rows])
     # a record from before an option merges as that option's default
-    newer = ("level_sd_prior", "cell_prior_scale", "size_order", "whole_out")
-    older = {k: v for k, v in first.items() if k not in newer}
-    if not (first["level_sd_prior"] or first["size_order"] or first["whole_out"]) and first["cell_prior_scale"] == 1.0:
+    older = {k: v for k, v in first.items() if k not in ("cell_prior_scale", "level_sd")}
+    if first["cell_prior_scale"] == 1.0 and first["level_sd"] == 2.5:
         assert bench.combine([older, second], [first_rows, second_rows])["n_studies"] == 8
 
 
@@ -308,36 +307,19 @@ def test_the_bench_sets_an_experimental_sd_grid_in_its_processes_and_refuses_a_b
             bench.parse_sd_grid(bad)
     from freezestats.stats.items import task_two_part
 
-    monkeypatch.setattr(task_two_part, "PAIR_LEVEL_SD_PRIOR", task_two_part.PAIR_LEVEL_SD_PRIOR)
     monkeypatch.setattr(sd_integration, "PRIOR_SCALE", sd_integration.PRIOR_SCALE)
-    monkeypatch.setattr(task_two_part, "PAIR_SIZE_ORDER", task_two_part.PAIR_SIZE_ORDER)
-    monkeypatch.setattr(task_two_part, "PAIR_WHOLE_OUT", task_two_part.PAIR_WHOLE_OUT)
-    analysis_prior, analysis_order = task_two_part.PAIR_LEVEL_SD_PRIOR, task_two_part.PAIR_SIZE_ORDER
-    analysis_whole = task_two_part.PAIR_WHOLE_OUT
-    experiment = bench.Experiment.of(
-        level_sd_prior=not analysis_prior,
-        cell_prior_scale=0.5,
-        size_order=not analysis_order,
-        whole_out=not analysis_whole,
-    )
+    experiment = bench.Experiment.of(cell_prior_scale=0.5)
     bench.configure(task, task, "pooled_joint", experiment)
-    assert sd_integration.PRIOR_SCALE == 0.5 and task_two_part.PAIR_LEVEL_SD_PRIOR is (not analysis_prior)
-    assert task_two_part.PAIR_SIZE_ORDER is (not analysis_order)
-    assert task_two_part.PAIR_WHOLE_OUT is (not analysis_whole)
-    assert experiment.settings()["size_order"] is (not analysis_order)  # what the record says it ran with
-    assert experiment.settings()["whole_out"] is (not analysis_whole)
+    assert sd_integration.PRIOR_SCALE == 0.5
     assert bench.Experiment().settings()["sd_grid"] is None  # a record names the grid only where a run changed it
-    monkeypatch.setattr(task_two_part, "PAIR_SEED_SHARED", False)
-    bench.configure(task, task, "pooled_joint", bench.Experiment.of(seed_paired=True))
-    assert task_two_part.PAIR_SEED_SHARED is True  # every switch of the table reaches the analysis
     monkeypatch.setattr(task_two_part, "PAIR_LEVEL_SD", task_two_part.PAIR_LEVEL_SD)
     bench.configure(task, task, "pooled_joint", bench.Experiment.of(level_sd=0.5))
     assert task_two_part.PAIR_LEVEL_SD == 0.5
     assert bench.saved.switch_labels({"level_sd": 0.5}) == ", pair level SD 0.5"
     assert bench.saved.switch_labels({"level_sd": 2.5}) == ""  # the analysis's, and what older records ran with
     assert experiment.settings()["sd_grid"] is None and experiment.settings()["cell_prior_scale"] == 0.5
-    header = bench.saved.switch_labels({"sd_grid": [0.1, 0.5], "whole_out": True, "cell_prior_scale": 1.0})
-    assert header == ", SD grid [0.1, 0.5], a depth entering whole left out of the rates"  # 1.0: the default
+    header = bench.saved.switch_labels({"sd_grid": [0.1, 0.5], "level_sd": 1.0, "cell_prior_scale": 1.0})
+    assert header == ", SD grid [0.1, 0.5], pair level SD 1.0"  # cell prior scale 1.0: the default
     with pytest.raises(ValueError, match="no such switch: pair_by_item"):
         bench.Experiment.of(pair_by_item=True)
     for bad in ("0", "-1", "x"):

@@ -15,7 +15,6 @@ from scipy import stats
 
 from freezestats.stats.failures.pooled_rates import pooled_failure_probabilities
 from freezestats.stats.inference.task_family import task_noninferiority
-from freezestats.stats.items import task_two_part
 from freezestats.stats.items.partial_pairs import partially_paired_contrast
 from freezestats.stats.items.task_level import crossed_contrast, task_level_contrasts
 from freezestats.stats.items.task_two_part import PAIR_LEVEL_SD
@@ -116,11 +115,7 @@ def test_a_reference_that_showed_no_failure_still_carries_its_failure_rate() -> 
     assert (rows["se_upper"] > weight * np.hypot(rows["se_seed"], rows["se_item"])).all()
 
 
-@pytest.mark.parametrize("whole_out", [False, True])
-def test_a_depth_whose_runs_all_failed_enters_whole_against_the_healthy_reference(
-    whole_out: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(task_two_part, "PAIR_WHOLE_OUT", whole_out)
+def test_a_depth_whose_runs_all_failed_enters_whole_against_the_healthy_reference() -> None:
     runs, items = _study()
     size = 500
     here = (runs["train_size"] == size) & (runs["frozen_layers"] == 6)
@@ -130,11 +125,8 @@ def test_a_depth_whose_runs_all_failed_enters_whole_against_the_healthy_referenc
     at = runs[(runs["train_size"] == size) & runs["frozen_layers"].isin([0, 6])]  # the pair's runs only
     k, ref = (at[at["frozen_layers"] == d].set_index("seed") for d in (6, 0))
     healthy_ref = ref.index[~ref["failed"]]
-    # with PAIR_WHOLE_OUT the reference's rate comes from the pair's runs without the depth's at this size (their
-    # flags say it entered whole, not that runs collapsed); the two fits differ
-    p = _rates(runs[~here] if whole_out else runs, 6)
+    p = _rates(runs, 6)  # the pair's runs at every size, the depth's at this size included
     assert row["p_fail_reference"] == pytest.approx(p[(0, size)], rel=1e-9)
-    assert abs(_rates(runs, 6)[(0, size)] - _rates(runs[~here], 6)[(0, size)]) > 1e-5
     b_0 = ref.loc[ref["failed"], "heldout"].mean() if ref["failed"].any() else at.loc[at["failed"], "heldout"].mean()
     gap = ref.loc[healthy_ref, "heldout"].mean() - b_0
     # all the depth's runs, not only those whose reference partner is healthy (a selection of good seeds)

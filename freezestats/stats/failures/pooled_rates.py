@@ -50,18 +50,15 @@ left out of ``Z``. With no failed run P is 0 everywhere, with only failed runs 1
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import special
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.failures.level_prior import LevelPrior
 from freezestats.stats.failures.rate_posterior import MIN_ESS, RatePosterior, sample_rate_posterior
 from freezestats.stats.failures.sd_integration import RateMixture, integrate_over_sd
-from freezestats.stats.failures.seed_pairs import SeedGroups
-from freezestats.stats.failures.size_order import SizeOrder
 from freezestats.stats.models.laplace import fit_binomial_laplace
 from freezestats.stats.models.laplace_layout import RandomTerm
 
@@ -93,24 +90,12 @@ def pooled_failure_fit(
     level_sd: float | None = None,
     *,
     posterior: str | None = "integrated",
-    level_sd_prior: bool = False,
-    size_order: bool = False,
-    seed_groups: np.ndarray | None = None,
-    intercept_scale: float | None = None,
 ) -> tuple[dict[Cell, float], dict[Cell, tuple[np.ndarray, np.ndarray] | None], RatePosterior | RateMixture | None]:
     """:func:`pooled_failure_probabilities`, plus the coefficients' posterior draws, which the task-level
     contrast's failure part reads its interval from: ``posterior="fitted"`` given the fitted SDs
     (:mod:`~freezestats.stats.failures.rate_posterior`), ``"integrated"`` averaged over the level x size SD
     (:mod:`~freezestats.stats.failures.sd_integration`), ``None`` none. The draws are None where every P is 0 or 1
-    by rule, or where they are too few to trust (:data:`~freezestats.stats.failures.rate_posterior.MIN_ESS`).
-
-    ``level_sd_prior``: the draws integrate the two levels' SD out under a half-normal prior of scale ``level_sd``
-    (:mod:`~freezestats.stats.failures.level_prior`) instead of taking it as given; the fit and P stay at
-    ``level_sd``. ``size_order``: the draws' rates are projected onto rates that do not rise with the train size
-    within a level (:mod:`~freezestats.stats.failures.size_order`). ``seed_groups``: every run's seed group (the
-    runs of one seed at one size share a code); the draws then pair the runs by seed, the seed SD summed out
-    (:mod:`~freezestats.stats.failures.seed_pairs`). ``intercept_scale``: the draws give the intercept a normal prior
-    of that scale instead of a flat one (the fit and P stay flat's)."""
+    by rule, or where they are too few to trust (:data:`~freezestats.stats.failures.rate_posterior.MIN_ESS`)."""
     if posterior not in (None, "fitted", "integrated"):
         raise ModelFitError(f"`posterior` must be None, 'fitted' or 'integrated', but got {posterior!r}.")
     levels = runs["frozen_layers"].to_numpy()
@@ -144,18 +129,10 @@ def pooled_failure_fit(
         return p_fail, rows, None
     frame = pd.DataFrame({"cell": keys, "failed": y}).groupby("cell", sort=False)["failed"].agg(["sum", "size"])
     counts = {cell: (int(n), int(m)) for cell, (n, m) in frame.iterrows()}
-    paired = None if seed_groups is None else SeedGroups.of(keys, y.astype(bool), np.asarray(seed_groups))
 
     def draws(at: _Conditional, n_draws: int) -> RatePosterior:
-        if intercept_scale is not None:
-            at = _with_intercept_prior(at, y, intercept_scale)
         cells = {keys[i]: at.design[i] for i in first}
-        prior = None
-        if level_sd_prior and level_sd is not None and at.level_columns is not None:
-            prior = LevelPrior(at.level_columns, level_sd)
-        drawn = sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws,
-                                      level_prior=prior, seed_groups=paired)  # fmt: skip
-        return replace(drawn, order=SizeOrder.of(counts)) if size_order else drawn
+        return sample_rate_posterior(cells, counts, at.theta, at.cov, at.prior_precision, n_draws=n_draws)
 
     def fit_at(sd: float) -> tuple[float, Callable[[int], RatePosterior]] | None:  # an sd_integration.FitAt
         try:
@@ -184,35 +161,6 @@ class _Conditional:
     cov: np.ndarray
     prior_precision: np.ndarray
     loglik: float
-    level_columns: tuple[int, int] | None = None  # the two levels' effects in theta, where the level term is in it
-
-
-def _with_intercept_prior(at: _Conditional, y: np.ndarray, scale: float, steps: int = 50) -> _Conditional:
-    """``at`` moved to the posterior mode and curvature with the intercept under a normal prior of ``scale`` (the
-    SDs kept): Newton's method on the penalised log likelihood from ``at``'s mode. Why not importance weights on
-    the flat fit's proposal alone: with a prior much narrower than the flat intercept's SE (10-12 on the logit at
-    the pair's failure-free sizes) 4,000 draws kept an effective sample size of 5-170, below what the caller
-    trusts."""
-    precision = at.prior_precision.copy()
-    precision[0] = 1.0 / scale**2
-
-    def objective(theta: np.ndarray) -> float:
-        eta = at.design @ theta
-        log_lik = (y * special.log_expit(eta) + (1 - y) * special.log_expit(-eta)).sum()
-        return float(log_lik - 0.5 * theta**2 @ precision)
-
-    theta, current = at.theta.copy(), objective(at.theta)
-    for _ in range(steps):  # Newton's method, the step halved while it does not climb (concave: it converges)
-        p = special.expit(at.design @ theta)
-        step = np.linalg.solve(_information(at.design, p, precision), at.design.T @ (y - p) - precision * theta)
-        while (new := objective(theta + step)) < current and np.abs(step).max() > 1e-10:
-            step = step / 2
-        theta, current = theta + step, new
-        if np.abs(step).max() < 1e-8:
-            break
-    p = special.expit(at.design @ theta)
-    cov = np.linalg.inv(_information(at.design, p, precision))
-    return replace(at, p=p, theta=theta, cov=cov, prior_precision=precision)
 
 
 def _information(design: np.ndarray, p: np.ndarray, precision: np.ndarray) -> np.ndarray:
@@ -229,14 +177,11 @@ def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given
         raise ModelFitError(f"the pooled failure model could not be fitted ({err})") from None
     # Z and G^-1 of the components that are not at zero; a zero SD fixes its effects at 0 with no error
     z_blocks, g_inv, eta, theta = [], [], x @ fit.beta, [np.asarray(fit.beta, dtype=float)]
-    start, level_columns = 0, None
+    start = 0
     for term, sd in zip(terms, fit.sd, strict=True):
         codes, n_levels = components[term.name]
         eta = eta + fit.modes[start : start + n_levels][codes]
         if sd > _ZERO_SD:
-            if term.name == "level" and n_levels == 2:
-                column = sum(len(block) for block in theta)
-                level_columns = (column, column + 1)
             z_blocks.append(np.eye(n_levels)[codes])
             g_inv.extend([1.0 / float(sd) ** 2] * n_levels)
             theta.append(np.asarray(fit.modes[start : start + n_levels], dtype=float))
@@ -248,4 +193,4 @@ def _conditional(y: np.ndarray, terms: list[RandomTerm], components: dict, given
         cov = np.linalg.inv(_information(design, p, prior_precision))
     except np.linalg.LinAlgError as err:
         raise ModelFitError(f"the pooled failure model's mixed-model equations are singular ({err})") from None
-    return _Conditional(p, design, np.concatenate(theta), cov, prior_precision, float(fit.loglik), level_columns)
+    return _Conditional(p, design, np.concatenate(theta), cov, prior_precision, float(fit.loglik))

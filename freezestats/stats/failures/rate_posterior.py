@@ -55,15 +55,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 from threadpoolctl import threadpool_limits
-
-from freezestats.stats.failures.level_prior import LevelPrior
-from freezestats.stats.failures.seed_pairs import SeedGroups
-from freezestats.stats.failures.size_order import SizeOrder
 
 __all__ = ["MIN_ESS", "RatePosterior", "sample_rate_posterior", "weighted_interval"]
 
@@ -85,44 +80,13 @@ class RatePosterior:
     draws: np.ndarray  # (n_draws, n_coefficients)
     weights: np.ndarray  # (n_draws,), summing to 1
     ess: float
-    #: log of this posterior's normalising constant over the one with the Laplace fit's Gaussian prior: 0 unless a
-    #: :class:`~freezestats.stats.failures.level_prior.LevelPrior` or seed groups changed it (how a mixture over fits
-    #: reweighs its parts, :mod:`~freezestats.stats.failures.sd_integration`)
-    log_evidence_ratio: float = 0.0
-    #: the rates projected, draw by draw, onto rates that do not rise with size (:mod:`~freezestats.stats.failures.
-    #: size_order`); None: as drawn
-    order: SizeOrder | None = None
-    #: the runs paired by seed (:mod:`~freezestats.stats.failures.seed_pairs`) and every draw's posterior over the
-    #: seed SD (draws x SDs): a cell's rate is then the marginal over a new seed; None: expit of the predictor
-    seeds: tuple[SeedGroups, np.ndarray] | None = None
 
     def values(self, terms: Sequence[tuple[Cell, float]]) -> np.ndarray:
         """:math:`\\sum_j w_j\\,P(\\text{fail})_{c_j}` at every draw, for ``terms`` = ``[(cell, w_j), ...]``."""
         value = np.zeros(len(self.weights))
         for cell, weight in terms:
-            rates = self._rates(cell) if self.order is None else self._ordered[cell]
-            value += weight * rates
+            value += weight * special.expit(self.draws @ self.rows[cell])
         return value
-
-    @cached_property
-    def _ordered(self) -> dict[Cell, np.ndarray]:
-        """Every cell's rates at every draw, projected by :attr:`order` (once: a contrast's tests read them often)."""
-        assert self.order is not None
-        return self.order.project({cell: self._rates(cell) for cell in self.rows})
-
-    def _rates(self, cell: Cell) -> np.ndarray:
-        """A cell's failure rate at every draw."""
-        eta = self.draws @ self.rows[cell]
-        if self.seeds is None:
-            return special.expit(eta)
-        if cell not in self._paired_rates:  # the quadrature is costly, and a contrast's tests read many levels
-            self._paired_rates[cell] = self.seeds[0].rates(eta, self.seeds[1])
-        return self._paired_rates[cell]
-
-    @cached_property
-    def _paired_rates(self) -> dict[Cell, np.ndarray]:
-        """The paired rates computed so far, by cell."""
-        return {}
 
     def interval(self, terms: Sequence[tuple[Cell, float]], confidence: float) -> tuple[float, float]:
         """The equal-tailed ``confidence`` interval of :meth:`values` over the weighted draws."""
@@ -147,20 +111,13 @@ def sample_rate_posterior(
     prior_precision: np.ndarray,
     *,
     n_draws: int = 10_000,
-    level_prior: LevelPrior | None = None,
-    seed_groups: SeedGroups | None = None,
 ) -> RatePosterior:
     """Importance-sample the coefficients' posterior (module docstring).
 
     ``rows`` and ``counts`` give each cell's linear-predictor row and its ``(failed, runs)``; ``theta`` and ``cov``
     are the Laplace mode and the inverse Hessian there; ``prior_precision`` is the diagonal of :math:`G^{-1}`
-    (0 for the intercept: flat; a positive value there is a normal prior on the intercept, whose evidence ratio
-    against the flat one the draws then estimate). :data:`_STAGES` moves of the proposal follow the first, and
-    the draws come from a fixed seed (:data:`_SEED`). ``level_prior`` replaces the
-    Gaussian prior of the pair's two level effects by a scale mixture over their SD
-    (:mod:`~freezestats.stats.failures.level_prior`); the proposal stays the Laplace fit's. ``seed_groups`` pairs
-    the runs by seed (:mod:`~freezestats.stats.failures.seed_pairs`): the likelihood is then its groups' instead of
-    the cells' binomials, and the rates are marginal over a new seed.
+    (0 for the intercept: flat). :data:`_STAGES` moves of the proposal follow the first, and the draws come from a
+    fixed seed (:data:`_SEED`).
 
     >>> rows = {(0, 100): np.array([1.0])}
     >>> post = sample_rate_posterior(rows, {(0, 100): (2, 10)}, np.array([-1.386]), np.array([[0.3125]]),
@@ -176,10 +133,7 @@ def sample_rate_posterior(
     rng = np.random.default_rng(_SEED)
     first = (np.asarray(theta, dtype=float), _cholesky(np.asarray(cov, dtype=float)))
     proposals = [(1.0, first)]
-    gaussian = np.asarray(prior_precision, dtype=float).copy()
-    if level_prior is not None:
-        gaussian[list(level_prior.columns)] = 0.0
-    intercept_scale = 1.0 / np.sqrt(gaussian[0]) if gaussian[0] > 0 else None  # PAIR_INTERCEPT_SCALE says why
+    precision = np.asarray(prior_precision, dtype=float)
     # small matrices: a multithreaded BLAS only adds synchronisation. With the second core busy (another process)
     # a call took 0.36 s where one BLAS thread takes 0.017 s (3,000 draws, cProfile of one coverage study)
     with threadpool_limits(limits=1, user_api="blas"):
@@ -187,13 +141,8 @@ def sample_rate_posterior(
             draws = _draw(proposals, n_draws, rng)
             log_q = special.logsumexp([np.log(share) + _log_t(draws, *p) for share, p in proposals], axis=0)
             eta = draws @ design.T
-            binomial = (failed * -np.logaddexp(0.0, -eta) + (runs - failed) * -np.logaddexp(0.0, eta)).sum(axis=1)
-            log_lik = binomial
-            if seed_groups is not None:
-                log_lik, seed_posterior = seed_groups.log_likelihood({cell: eta[:, i] for i, cell in enumerate(cells)})
-            log_w = log_lik - 0.5 * (draws**2 @ gaussian) - log_q
-            if level_prior is not None:
-                log_w = log_w + level_prior.log_density(draws)
+            log_lik = (failed * -np.logaddexp(0.0, -eta) + (runs - failed) * -np.logaddexp(0.0, eta)).sum(axis=1)
+            log_w = log_lik - 0.5 * (draws**2 @ precision) - log_q
             weights = np.exp(log_w - log_w.max())
             weights /= weights.sum()
             if stage < _STAGES:
@@ -201,31 +150,7 @@ def sample_rate_posterior(
                 centred = draws - mean
                 moved = (centred * weights[:, None]).T @ centred * _INFLATE
                 proposals = [(_DEFENSIVE, first), (1.0 - _DEFENSIVE, (mean, _cholesky(moved)))]
-    ratio = 0.0
-    if level_prior is not None or seed_groups is not None or intercept_scale is not None:
-        ratio = _log_evidence_ratio(log_w, draws, level_prior, prior_precision, log_lik - binomial, intercept_scale)
-    return RatePosterior(rows=dict(rows), draws=draws, weights=weights, ess=float(1.0 / (weights**2).sum()),
-                         log_evidence_ratio=ratio,
-                         seeds=None if seed_groups is None else (seed_groups, seed_posterior))  # fmt: skip
-
-
-def _log_evidence_ratio(log_w: np.ndarray, draws: np.ndarray, level_prior: LevelPrior | None,
-                        prior_precision: np.ndarray, paired_minus_binomial: np.ndarray,
-                        intercept_scale: float | None = None) -> float:  # fmt: skip
-    """log Z(this posterior) - log Z(the Laplace fit's model: Gaussian prior, cells' binomials) from the same draws.
-    The importance weights under that model differ from ``log_w`` by the two level columns' normalised log
-    densities (a level prior), by the seed groups' log likelihood over the binomials' (seed pairs) and by the
-    intercept's normal log density (an intercept prior, where the fit's is flat)."""
-    log_w_fitted = log_w - paired_minus_binomial
-    if intercept_scale is not None:  # log_w holds -b^2 / 2s^2 only: the normal's constant makes it a density
-        log_w = log_w - np.log(intercept_scale * np.sqrt(2.0 * np.pi))
-        log_w_fitted = log_w_fitted + 0.5 * (draws[:, 0] / intercept_scale) ** 2
-    if level_prior is not None:
-        columns = list(level_prior.columns)
-        sd = 1.0 / np.sqrt(prior_precision[columns])
-        gaussian = stats.norm.logpdf(draws[:, columns], scale=sd).sum(axis=1)
-        log_w_fitted = log_w_fitted - level_prior.log_density(draws) + gaussian
-    return float(special.logsumexp(log_w) - special.logsumexp(log_w_fitted))
+    return RatePosterior(rows=dict(rows), draws=draws, weights=weights, ess=float(1.0 / (weights**2).sum()))
 
 
 def _cholesky(cov: np.ndarray) -> np.ndarray:

@@ -106,9 +106,7 @@ def integrate_over_sd(fit_at: FitAt) -> RateMixture | None:
     share = np.exp(log_weight - special.logsumexp(log_weight))
     kept = [j for j, fit in enumerate(fits) if fit is not None and share[j] >= _MIN_WEIGHT]
     draws = [fits[j][1](_DRAWS) for j in kept]
-    # a level prior other than the fit's Gaussian (level_prior.py) changes each grid point's evidence, not only its
-    # draws: its Laplace weight times the ratio the draws estimate
-    log_share = np.log(share[kept]) + np.array([part.log_evidence_ratio for part in draws])
+    log_share = np.log(share[kept])  # the kept points' shares, renormalised
     share_kept = np.exp(log_share - special.logsumexp(log_share))
     parts = tuple((float(w), part) for w, part in zip(share_kept, draws, strict=True))
     mixture = RateMixture(parts=parts, sds=tuple(float(grid[j]) for j in kept))

@@ -42,7 +42,6 @@ import pandas as pd
 from scipy import stats
 
 from freezestats.exceptions import ModelFitError
-from freezestats.stats.items import task_two_part
 from freezestats.stats.items.partial_pairs import partially_paired_contrast, seed_item_summary
 from freezestats.stats.items.run_pairs import WHOLE, contrast_method, pairs_at_size, unit_differences, unit_of
 from freezestats.stats.items.task_two_part import (
@@ -227,29 +226,10 @@ class _FailureModels:
         if depth not in self._fitted:
             own = self._runs[self._runs["frozen_layers"].astype(int).isin([depth, self._reference])]
             try:
-                left_out = self._left_out(own, depth) if task_two_part.PAIR_WHOLE_OUT else None
-                self._fitted[depth] = failure_parts(own, self._response, self._rates, left_out)
+                self._fitted[depth] = failure_parts(own, self._response, self._rates)
             except ModelFitError:  # a failure pattern the GLMM cannot fit: the contrast from all its pairs
                 self._fitted[depth] = None
         return self._fitted[depth]
-
-    def _left_out(self, own: pd.DataFrame, depth: int) -> np.ndarray:
-        """The depth's runs at the sizes where it enters whole, which the pair's failure rates leave out.
-
-        Why: there the depth's flags say that it does not beat the majority class, not that some of its runs
-        collapsed (a deep freeze at 100-500 examples scores at the majority rate with most runs flagged), and the
-        contrast uses no failure rate of the depth. Left in, they raise the pair's shared size effect and with it
-        the reference's failure rate at that size, which makes the reference look worse: on the realistic
-        simulator that put depth 6's estimate +0.8 and +0.6 points above its truth at 200 and 500 examples, and
-        depths 4-6's +0.2 to +0.6 at 100, and their intervals missed on the lower side 4-7% of the time. Left out,
-        the reference's rate at that size rests on its own runs there with the size SD taken as fitted, and the
-        intervals came out too short (``task_two_part.PAIR_WHOLE_OUT``, off)."""
-        whole = [
-            size
-            for size, at in own.groupby("train_size")
-            if contrast_method(pairs_at_size(at, depth, self._reference, self._response), True) == WHOLE
-        ]
-        return ((own["frozen_layers"].astype(int) == depth) & own["train_size"].isin(whole)).to_numpy()
 
 
 def _contrast(

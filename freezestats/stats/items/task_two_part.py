@@ -65,7 +65,6 @@ from freezestats.stats.failures.sd_integration import RateMixture
 from freezestats.stats.failures.slope_rates import slope_failure_probabilities, slope_failure_sides
 from freezestats.stats.failures.two_part import failed_mean, failure_delta_variance, failure_sides, joined_se
 from freezestats.stats.inference.tail_matched import lower_ladder
-from freezestats.stats.items.uncertainty import PAIR_KEYS
 
 __all__ = [
     "DEFAULT_FAILURE_RATES",
@@ -97,28 +96,6 @@ FAILURE_SIDES: tuple[str, ...] = ("Wilson-MOVER", "joint draws", "Wilson-MOVER (
 #: The SD of the depth's and the reference's effects in the pair's pooled failure model, given, not estimated: two
 #: levels cannot estimate it (:mod:`~freezestats.stats.failures.pooled_rates`, "Two levels").
 PAIR_LEVEL_SD = 2.5
-#: Whether the joint draws integrate that SD out under a half-normal prior of its scale
-#: (:mod:`~freezestats.stats.failures.level_prior`) instead of taking it as given.
-PAIR_LEVEL_SD_PRIOR = False
-#: Whether the joint draws keep only failure rates that do not rise with the train size within a depth
-#: (:mod:`~freezestats.stats.failures.size_order`).
-PAIR_SIZE_ORDER = False
-#: Whether the pair's failure rates leave out the depth's runs at sizes where it enters whole
-#: (``task_level._FailureModels._left_out``). Off: on 240 realistic studies it removed the deep cells' bias but
-#: their intervals at 100 examples came out too short (README, *Which side misses, and why the deep cells do*).
-PAIR_WHOLE_OUT = False
-#: Whether the joint draws pair the two cells' runs by seed (:mod:`~freezestats.stats.failures.seed_pairs`): real
-#: runs fail by seed, and the independent binomials leave room for a rate difference that the pairs rule out. Off:
-#: on 60 studies with seed-shared collapses it shortened the shallow depths' mean widths by 0-10% and not their
-#: medians, at 3x the time (README, *The failure part paired by seed*).
-PAIR_SEED_SHARED = False
-#: The scale of a normal prior the joint draws give the pair's intercept; None: flat, as the fit's. Why: at sizes
-#: where the pair's 10 runs show no failure, a flat intercept with the size SD the cliff at 50 examples sets (10-13
-#: on the logit) lets the draws put those sizes' rates at expit(-20), so the failure part keeps no room for a depth
-#: that fails more often than the reference (README, *A shallow depth that collapses more often*). Off: at 2.5, on
-#: 120 studies where frozen -1 and 1 collapse 2.2x as often, their coverage rose from 0.875 to 0.902 (not into the
-#: band) with the familywise error at 0.108, and in the default scenario their over-coverage grew (0.982 -> 0.987).
-PAIR_INTERCEPT_SCALE: float | None = None
 
 
 @dataclass(frozen=True)
@@ -144,43 +121,28 @@ def _rates(runs: pd.DataFrame, failed: np.ndarray, failure_rates: FailureRates) 
     if failure_rates not in ("pooled", "pooled_joint"):
         raise ModelFitError(f"`failure_rates` must be one of {FAILURE_RATES}, but got {failure_rates!r}.")
     draws = "integrated" if failure_rates == "pooled_joint" else None
-    groups = seed_groups(runs) if PAIR_SEED_SHARED and draws else None
-    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=draws,
-                                            level_sd_prior=PAIR_LEVEL_SD_PRIOR, size_order=PAIR_SIZE_ORDER,
-                                            seed_groups=groups, intercept_scale=PAIR_INTERCEPT_SCALE)  # fmt: skip
+    p, rows, posterior = pooled_failure_fit(runs, failed, PAIR_LEVEL_SD, posterior=draws)
     return p, rows, None, posterior
-
-
-def seed_groups(runs: pd.DataFrame) -> np.ndarray:
-    """Every run's seed group: the runs at one size with the same pairing keys (subset draw, seed, order seed: what
-    pairs a depth's run with the reference's), one code a group."""
-    keys = ["train_size", *(k for k in PAIR_KEYS if k in runs.columns)]
-    return pd.MultiIndex.from_frame(runs[keys].astype(str)).factorize()[0]
 
 
 def failure_parts(
     runs: pd.DataFrame,
     response: str,
     failure_rates: FailureRates = DEFAULT_FAILURE_RATES,
-    left_out: np.ndarray | None = None,
 ) -> FailureParts | None:
-    """The failure model of one task's runs (boolean ``failed`` column), or None when no run failed (of those the
-    rates are fitted on): then every P is 0 and the contrasts need no failure part.
+    """The failure model of one task's runs (boolean ``failed`` column), or None when no run failed: then every P
+    is 0 and the contrasts need no failure part.
 
     ``runs`` are the depth's and the reference's runs at every size (module docstring); ``failure_rates`` picks the
-    model of their failure rates (:data:`FAILURE_RATES`); ``left_out`` marks runs that the rates are not fitted on
-    (the depth's at sizes where it enters whole: ``task_level._FailureModels._left_out`` says why), though their
-    cells keep their failed and healthy means. Where it cannot be fitted (a
-    degenerate failure pattern) this raises :class:`ModelFitError`, and the caller falls back to the contrasts of
-    all runs.
+    model of their failure rates (:data:`FAILURE_RATES`). Where it cannot be fitted (a degenerate failure pattern)
+    this raises :class:`ModelFitError`, and the caller falls back to the contrasts of all runs.
     """
     if "failed" not in runs.columns:
         return None
     failed = runs["failed"].fillna(False).astype(bool).to_numpy()
-    fitted = np.ones(len(runs), dtype=bool) if left_out is None else ~np.asarray(left_out, dtype=bool)
-    if not failed[fitted].any():
+    if not failed.any():
         return None
-    p, p_rows, bounds, posterior = _rates(runs[fitted], failed[fitted], failure_rates)
+    p, p_rows, bounds, posterior = _rates(runs, failed, failure_rates)
     sides = {"slope": "slope", "pooled": "Wilson-MOVER"}.get(failure_rates) or (
         "joint draws" if posterior is not None else "Wilson-MOVER (joint draws failed)"
     )
