@@ -21,7 +21,8 @@ COLUMNS = ["task", "metric", "population", "items", "train_size", "frozen_layers
 def main() -> None:
     study, folder = study_artifacts(f"sqlite:///{EXAMPLE / 'study.db'}", None)
     runs = results_table(study)
-    (decision,) = decide(runs, item_predictions(runs, folder), pool_item_predictions(runs, folder))
+    pools = {"sst2": "SST-2 sentences outside training"}
+    (decision,) = decide(runs, item_predictions(runs, folder), pool_item_predictions(runs, folder), populations=pools)
     table = decision.table()[COLUMNS].assign(source="examples/sst2-decide-minilm", device=runs["device"].iloc[0],
                                              precision=runs["precision"].iloc[0])  # fmt: skip
     out = ROOT / "data" / "plan" / "prior.csv"

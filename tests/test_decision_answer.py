@@ -101,3 +101,14 @@ def test_collapse_reads_the_select_half_and_pairs_with_a_collapsed_run_leave_the
     neither = sum(not (a or b) for a, b in zip(paired[::2], paired[1::2], strict=True))
     assert row.both_trained == neither and row.depth_collapsed + row.full_collapsed == sum(paired)
     assert row.subsets == "a training subset per seed" and row.seconds == 90.0 and row.full_seconds == 100.0
+
+
+def test_the_decision_figures_draw_any_number_of_depths_with_their_colours() -> None:
+    from freezestats.report.sections.cost_decision import decision_figure, price_figure
+
+    costs = {0: 0.0, -1: 0.0, 1: -0.2, 2: -12.0}  # three depths: a colour list of length 3 once read as RGB
+    runs, items, pool = _study({1000: 0.0}, costs)
+    table = decide(runs, items, pool)[0].table()
+    assert len(table) == 3
+    for figure in (decision_figure(table), price_figure(table)):
+        figure.canvas.draw()  # raised "RGBA sequence should have length 3 or 4" with one errorbar call per size

@@ -23,9 +23,13 @@ def test_items_needed_is_the_fewest_that_reach_the_power() -> None:
 
 
 def _quick(tmp_path: Path, seeds: str, pool: int) -> Path:
+    """The quick study at n = 1000 with the shallow depths, where the prior says items decide."""
     text = bundled_path("study/quick.toml").read_text().replace("seeds = [1, 2, 3]", f"seeds = {seeds}")
+    text = text.replace("frozen_layers = [0, 3, 6]", "frozen_layers = [-1, 0, 1]")
     path = tmp_path / "spec.toml"
-    path.write_text(text.replace("pool = 500", f"pool = {pool}"))
+    path.write_text(
+        text.replace("train_sizes = [200, 400]", "train_sizes = [1000]").replace("pool = 500", f"pool = {pool}")
+    )
     return path
 
 
@@ -37,13 +41,13 @@ def test_plan_prices_each_size_and_depth_and_warns_of_a_small_pool(
     out = capsys.readouterr().out
     spec = load_spec(spec_path)
     plan = plan_spec(spec, {"agreement": 300})
-    assert {(r.train_size, r.depth) for r in plan} == {(200, 3), (200, 6), (400, 3), (400, 6)}
+    assert {(r.train_size, r.depth) for r in plan} == {(1000, -1), (1000, 1)}
     for row in plan:
         assert row.seed_sd_high > row.parts.seed**0.5  # the prior's seed SD is priced with its uncertainty
         assert f"{row.train_size:>5} {row.depth:>5} " in out
     worst = max(r.items_needed for r in plan)
     warning = f"set `[evaluation] pool` to at least {worst:,}."
-    assert worst > 300 and warning in out and "60 runs" in out
+    assert worst > 300 and warning in out and "30 runs" in out
     assert main(["validate", str(spec_path)]) == 0
     assert warning in capsys.readouterr().out  # validate warns too, in one line
 

@@ -328,6 +328,19 @@ def _responses(settings: dict[str, Any]) -> str:
     return settings["response"] + (f" ({', '.join(f'{t}: {r}' for t, r in own.items())})" if own else "")
 
 
+def _older_answer_note(inputs: ReportInputs) -> str:
+    """Where the study has the decision table, say what this older section is, so that its verdicts are not read as
+    a second answer to the same question."""
+    if "decision" not in inputs.analysis.tables:
+        return ""
+    return (
+        "*This section is the older task-level procedure (the mixed model's contrasts, two-part for collapsed runs, "
+        "one graphical procedure over the task). The decision above is the answer: where the two differ, the "
+        "decision's intervals are the ones to read (they exclude pairs with a collapsed run and report collapse "
+        "beside, and each train size is its own family).*\n\n"
+    )
+
+
 def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callable[[str], None] | None = None) -> Path:
     """Write ``report.qmd`` and its figures, tables and template files into ``out``; returns the .qmd path."""
     out.mkdir(parents=True, exist_ok=True)
@@ -352,7 +365,7 @@ def write_document(inputs: ReportInputs, out: Path, renderer: str, step: Callabl
         "date": now.strftime("%Y-%m-%d"),
         "notes": _notes(inputs),
         "cost_decision": cost_decision_section(inputs, w),
-        "decision": decision_section(inputs, w),
+        "decision": _older_answer_note(inputs) + decision_section(inputs, w),
         "answer": text.answer(inputs),
         "methods": methods.methods(inputs),
         "blog_figures": _blog_section(inputs, w),

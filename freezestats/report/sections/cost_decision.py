@@ -26,7 +26,7 @@ def _shown(table: pd.DataFrame) -> pd.DataFrame:
     for r in table.itertuples():
         cost = "–" if pd.isna(r.cost) else f"{r.cost:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
         saved = 1 - r.seconds / r.full_seconds if r.full_seconds else np.nan
-        rows.append({"n": int(r.train_size), "frozen": frozen_label(r.frozen_layers),
+        rows.append({"n": int(r.train_size), "frozen layers": frozen_label(r.frozen_layers),
                      "cost when both train, points [95% CI]": cost,
                      "collapsed (depth / full)": f"{r.depth_collapsed} / {r.full_collapsed} of {r.seeds}",
                      "time saved": "–" if pd.isna(saved) else f"{saved:.0%}", "verdict": verdict_words(r)})  # fmt: skip
@@ -59,8 +59,8 @@ def decision_figure(table: pd.DataFrame) -> Any:
         x = np.arange(len(rows))
         colours = ["#1b7837" if v == "within the margin" else "#b2182b" if v != "not known" else "#555555"
                    for v in rows["verdict"]]  # fmt: skip
-        ax.errorbar(x, rows["cost"], yerr=[rows["cost"] - rows["ci_low"], rows["ci_high"] - rows["cost"]],
-                    fmt="none", ecolor=colours, capsize=3)  # fmt: skip
+        for xi, low, mid, high, colour in zip(x, rows["ci_low"], rows["cost"], rows["ci_high"], colours, strict=True):
+            ax.errorbar([xi], [mid], yerr=[[mid - low], [high - mid]], fmt="none", ecolor=colour, capsize=3)
         ax.scatter(x, rows["cost"], c=colours, zorder=3, s=14)
         ax.axhline(0, color="#999999", lw=0.8)
         ax.axhline(-float(table["margin"].iloc[0]), color="#b2182b", lw=0.8, ls="--")
