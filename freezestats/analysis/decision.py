@@ -159,9 +159,9 @@ def decide(
         scored, population = _scored_items(str(task), items, pool, populations or {})
         n_items = int(scored["idx"].nunique())
         sizes = tuple(
-            _size(task_runs[task_runs["train_size"] == size], scored, gone, margin, target, n_items)
-            for size in sorted(task_runs["train_size"].unique())
-            if (task_runs[task_runs["train_size"] == size]["frozen_layers"] == 0).any()
+            _size(at, scored, gone, margin, target, n_items)
+            for _, at in task_runs.groupby("train_size")
+            if (at["frozen_layers"] == 0).any()
         )
         decisions.append(TaskDecision(str(task), metric, population, n_items, margin, target, FAMILY, sizes))
     return decisions
@@ -211,17 +211,32 @@ def _mean(mine: pd.DataFrame, full: pd.DataFrame, column: str) -> tuple[float, f
 
 
 def _evidence(at: pd.DataFrame, scored: pd.DataFrame, gone: pd.Series, depth: int) -> DepthEvidence:
-    by_seed = {d: at[at["frozen_layers"] == d].set_index("seed")["trial"] for d in (0, depth)}
-    seeds = sorted(set(by_seed[0].index) & set(by_seed[depth].index))
+    by_seed, seeds = _pairs(at, depth)
     down = {d: [bool(gone.get(by_seed[d][s], False)) for s in seeds] for d in (0, depth)}
     only_depth = sum(a and not b for a, b in zip(down[depth], down[0], strict=True))
     only_full = sum(b and not a for a, b in zip(down[depth], down[0], strict=True))
-    diffs, _ = paired_differences(at, scored, gone, int(at["train_size"].iloc[0]), depth)
+    trained = [s for s, a, b in zip(seeds, down[depth], down[0], strict=True) if not (a or b)]
+    diffs = _differences(at, scored, by_seed, trained, depth)
     cost = crossed_cost(diffs) if len(diffs) >= 3 else None
     return DepthEvidence(
         depth, len(seeds), len(diffs), sum(down[depth]), sum(down[0]), only_depth, only_full, cost,
         excess_collapse_p(only_depth, only_full),
     )  # fmt: skip
+
+
+def _pairs(at: pd.DataFrame, depth: int) -> tuple[dict[int, pd.Series], list[int]]:
+    """Per depth (0 and ``depth``) its trials by seed at one train size, and the seeds that ran both."""
+    by_seed = {d: at[at["frozen_layers"] == d].set_index("seed")["trial"] for d in (0, depth)}
+    return by_seed, sorted(set(by_seed[0].index) & set(by_seed[depth].index))
+
+
+def _differences(
+    at: pd.DataFrame, scored: pd.DataFrame, by_seed: dict[int, pd.Series], seeds: list[int], depth: int
+) -> np.ndarray:
+    """(seeds x items): ``depth``'s per-item points minus full fine-tuning's, one row per seed of ``seeds``."""
+    metric = str(at["metric"].iloc[0])
+    rows = [_points(scored, by_seed[depth][s], metric) - _points(scored, by_seed[0][s], metric) for s in seeds]
+    return np.stack(rows) if rows else np.empty((0, 0))
 
 
 def paired_differences(
@@ -230,12 +245,9 @@ def paired_differences(
     """Per seed pair in which neither run collapsed: ``depth``'s per-item points minus full fine-tuning's, on the
     ``scored`` items (column ``answer``); and how many seeds ran both. Rows: pairs; columns: items."""
     at = runs[runs["train_size"] == size]
-    by_seed = {d: at[at["frozen_layers"] == d].set_index("seed")["trial"] for d in (0, depth)}
-    seeds = sorted(set(by_seed[0].index) & set(by_seed[depth].index))
+    by_seed, seeds = _pairs(at, depth)
     pairs = [s for s in seeds if not gone.get(by_seed[0][s], False) and not gone.get(by_seed[depth][s], False)]
-    metric = str(at["metric"].iloc[0])
-    rows = [_points(scored, by_seed[depth][s], metric) - _points(scored, by_seed[0][s], metric) for s in pairs]
-    return (np.stack(rows) if rows else np.empty((0, 0))), len(seeds)
+    return _differences(at, scored, by_seed, pairs, depth), len(seeds)
 
 
 def _points(scored: pd.DataFrame, trial: int, metric: str) -> np.ndarray:

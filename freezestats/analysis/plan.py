@@ -17,7 +17,7 @@ from pathlib import Path
 from freezestats.analysis.decision import decide
 from freezestats.exceptions import StorageError
 from freezestats.results.export import results_table
-from freezestats.results.item_predictions import item_predictions, pool_item_predictions
+from freezestats.results.item_predictions import item_predictions, pool_item_predictions, pool_populations
 from freezestats.stats.decision.crossed import CrossedCost
 from freezestats.stats.decision.plan import DesignPower, seeds_needed
 from freezestats.stats.decision.verdicts import DepthEvidence
@@ -56,10 +56,7 @@ def plan_study(study: object, artifact_dir: Path, margin: float = 1.0, target: f
     runs = results_table(study)
     if runs.empty:
         raise StorageError("The pilot study has no complete runs to plan from.")
-    attrs = getattr(study, "user_attrs", {})
-    populations = {
-        k.split(":", 1)[1]: v.get("population") for k, v in attrs.items() if k.startswith("evaluation_pool:")
-    }
+    populations = pool_populations(getattr(study, "user_attrs", {}))
     items = item_predictions(runs, artifact_dir)
     pool = pool_item_predictions(runs, artifact_dir)
     plans = []

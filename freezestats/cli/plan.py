@@ -69,7 +69,7 @@ def spec_plan_lines(prepared: object, margin: float = 1.0, target: float = 0.8) 
     from freezestats.analysis.spec_plan import plan_spec, plan_warnings, read_prior
 
     spec, tasks = prepared.spec, prepared.tasks  # type: ignore[attr-defined]
-    items = {name: len(t.pool) if t.pool is not None else len(t.score_idx) for name, t in tasks.items()}
+    items = prepared.scored_items()  # type: ignore[attr-defined]
     plan = plan_spec(spec, items, margin, target)
     prior = read_prior().iloc[0]
     lines = []

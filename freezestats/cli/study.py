@@ -134,8 +134,7 @@ class _Validate(_Command):
         if spec.evaluation is not None or len(spec.grid.seeds) >= 3:  # the answer's design: what it can decide
             from freezestats.analysis.spec_plan import plan_spec, plan_warnings
 
-            items = {n: len(t.pool) if t.pool is not None else len(t.score_idx) for n, t in prepared.tasks.items()}
-            for line in plan_warnings(plan_spec(spec, items)):
+            for line in plan_warnings(plan_spec(spec, prepared.scored_items())):
                 print("  " + line)
             print(f"  `freezestats plan {args.study or 'quick'}` prices the seeds and items each depth needs.")
         if args.list_cells:

@@ -10,6 +10,7 @@ without its database.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "load_pool_table",
     "pool_file",
     "pool_item_predictions",
+    "pool_populations",
     "read_item_predictions",
     "study_artifacts",
     "study_item_predictions",
@@ -212,9 +214,14 @@ def load_pool_table(
         pool = pool_item_predictions(results_table(study) if runs is None else runs, folder)
     except StorageError:
         return None, {}
-    attrs = study.user_attrs
+    return pool, pool_populations(study.user_attrs)
+
+
+def pool_populations(attrs: Mapping[str, Any]) -> dict[str, str]:
+    """Per task, what its evaluation pool is a sample of, from the study attribute the runner stores
+    (``evaluation_pool:<task>``, :mod:`freezestats.runner._provenance`)."""
     names = {k.split(":", 1)[1]: v.get("population") for k, v in attrs.items() if k.startswith("evaluation_pool:")}
-    return pool, {task: str(name) for task, name in names.items() if name}
+    return {task: str(name) for task, name in names.items() if name}
 
 
 def read_item_predictions(path: str | Path) -> pd.DataFrame:

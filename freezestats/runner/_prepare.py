@@ -65,6 +65,10 @@ class PreparedStudy:
         """The arm that trains ``cell``."""
         return self.arms[cell.arm]
 
+    def scored_items(self) -> dict[str, int]:
+        """Per task, the items each run is scored on: its evaluation pool, else the validation set's score half."""
+        return {name: len(t.pool) if t.pool is not None else len(t.score_idx) for name, t in self.tasks.items()}
+
     def cells(self) -> tuple[list[Cell], list[Cell]]:
         """(search cells, grid cells); grid cells that wait for a search are not listed."""
         return search_cells(self.spec, self.pool_sizes), grid_cells(self.spec, self.pool_sizes, n_layers=self.n_layers)

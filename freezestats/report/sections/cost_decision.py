@@ -49,46 +49,48 @@ def _sentence(task: str, table: pd.DataFrame) -> str:
     return f"**{task}**: " + "; ".join(parts) + "."
 
 
-def decision_figure(table: pd.DataFrame) -> Any:
-    """Per train size, each depth's cost interval against the margin (dashed)."""
+def _panels(table: pd.DataFrame, xlabel: str) -> tuple[Any, list[tuple[Any, pd.DataFrame]]]:
+    """One panel per train size, sharing the cost axis, with 0 and the margin (dashed) drawn: the figure and, per
+    panel, its axes and the size's rows that have an interval (shallow to deep)."""
     plt = F._plt()
     sizes = sorted(table["train_size"].unique())
     fig, axes = plt.subplots(1, len(sizes), figsize=(F.WIDTH, 2.6), sharey=True, squeeze=False)
+    panels = []
     for ax, size in zip(axes[0], sizes, strict=True):
+        ax.axhline(0, color="#999999", lw=0.8)
+        ax.axhline(-float(table["margin"].iloc[0]), color="#b2182b", lw=0.8, ls="--")
+        ax.set_title(f"n = {size}", fontsize=9)
+        ax.set_xlabel(xlabel)
         rows = table[(table["train_size"] == size) & table["cost"].notna()].sort_values("frozen_layers")
+        panels.append((ax, rows))
+    axes[0][0].set_ylabel("cost when both train (points)")
+    return fig, panels
+
+
+def decision_figure(table: pd.DataFrame) -> Any:
+    """Per train size, each depth's cost interval against the margin (dashed)."""
+    fig, panels = _panels(table, "frozen layers")
+    for ax, rows in panels:
         x = np.arange(len(rows))
         colours = ["#1b7837" if v == "within the margin" else "#b2182b" if v != "not known" else "#555555"
                    for v in rows["verdict"]]  # fmt: skip
         for xi, low, mid, high, colour in zip(x, rows["ci_low"], rows["cost"], rows["ci_high"], colours, strict=True):
             ax.errorbar([xi], [mid], yerr=[[mid - low], [high - mid]], fmt="none", ecolor=colour, capsize=3)
         ax.scatter(x, rows["cost"], c=colours, zorder=3, s=14)
-        ax.axhline(0, color="#999999", lw=0.8)
-        ax.axhline(-float(table["margin"].iloc[0]), color="#b2182b", lw=0.8, ls="--")
         ax.set_xticks(x, [frozen_label(d) for d in rows["frozen_layers"]])
-        ax.set_title(f"n = {size}", fontsize=9)
-        ax.set_xlabel("frozen layers")
-    axes[0][0].set_ylabel("cost when both train (points)")
     fig.tight_layout()
     return fig
 
 
 def price_figure(table: pd.DataFrame) -> Any:
     """Per train size, each depth's cost when both train against the run time it saves, labelled by depth."""
-    plt = F._plt()
-    sizes = sorted(table["train_size"].unique())
-    fig, axes = plt.subplots(1, len(sizes), figsize=(F.WIDTH, 2.6), sharey=True, squeeze=False)
-    for ax, size in zip(axes[0], sizes, strict=True):
-        rows = table[(table["train_size"] == size) & table["cost"].notna()]
+    fig, panels = _panels(table, "run time saved (%)")
+    for ax, rows in panels:
         saved = 100 * (1 - rows["seconds"] / rows["full_seconds"])
         ax.errorbar(saved, rows["cost"], yerr=[rows["cost"] - rows["ci_low"], rows["ci_high"] - rows["cost"]],
                     fmt="o", ms=3, color="#333333", capsize=2)  # fmt: skip
         for x, y, depth in zip(saved, rows["cost"], rows["frozen_layers"], strict=True):
             ax.annotate(frozen_label(depth), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
-        ax.axhline(0, color="#999999", lw=0.8)
-        ax.axhline(-float(table["margin"].iloc[0]), color="#b2182b", lw=0.8, ls="--")
-        ax.set_title(f"n = {size}", fontsize=9)
-        ax.set_xlabel("run time saved (%)")
-    axes[0][0].set_ylabel("cost when both train (points)")
     fig.tight_layout()
     return fig
 
